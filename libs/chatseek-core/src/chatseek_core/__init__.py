@@ -1,0 +1,1 @@
+"""What two chatseek services would otherwise copy: settings, logging, db, feeds, errors, server."""

@@ -1,0 +1,184 @@
+"""How one chatseek process calls another: channels, deadlines, retries and error decoding.
+
+Every call has a deadline (its own timeout capped by the caller's, see ``deadline``). Only
+idempotent reads retry, and only on UNAVAILABLE. A failed call is decoded from its
+``google.rpc.Status``/``ErrorInfo`` back into the ``ChatseekError`` subclass the server raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from chatseek_core import deadline
+from chatseek_core.errors import (
+    ChatseekError,
+    DeadlineExceeded,
+    Unavailable,
+    error_class_for,
+)
+
+__all__ = [
+    "CHANNEL_OPTIONS",
+    "DEFAULT_TIMEOUT_S",
+    "aio_channel",
+    "call",
+    "decode_error",
+    "stream",
+    "sync_call",
+    "sync_channel",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 30.0
+RETRIES = 2
+RETRY_BACKOFF_S = 0.2
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.enable_http_proxy", 0),
+]
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+def aio_channel(addr: str) -> grpc.aio.Channel:
+    """An asyncio channel to ``addr`` (host:port) with the house options."""
+    return grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS)
+
+
+def sync_channel(addr: str) -> grpc.Channel:
+    """A blocking channel to ``addr`` (the CLI's kind)."""
+    return grpc.insecure_channel(addr, options=CHANNEL_OPTIONS)
+
+
+def decode_error(err: grpc.RpcError, peer: str = "") -> ChatseekError:
+    """Turn a failed call back into the ``ChatseekError`` the server raised.
+
+    Calls without an ``ErrorInfo`` (a dead peer, a deadline) become the base class of their code.
+    """
+    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+    status = None
+    try:
+        status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    except (ValueError, AttributeError, TypeError):
+        status = None
+    reason = ""
+    metadata: dict[str, str] = {}
+    hint = ""
+    retry_after: float | None = None
+    message = err.details() if hasattr(err, "details") else str(err)
+    if status is not None:
+        message = status.message
+        for detail in status.details:
+            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                info = error_details_pb2.ErrorInfo()
+                detail.Unpack(info)
+                reason = info.reason
+                metadata = dict(info.metadata)
+            elif detail.Is(error_details_pb2.Help.DESCRIPTOR):
+                help_ = error_details_pb2.Help()
+                detail.Unpack(help_)
+                hint = "; ".join(link.description for link in help_.links)
+            elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+                retry = error_details_pb2.RetryInfo()
+                detail.Unpack(retry)
+                retry_after = retry.retry_delay.seconds + retry.retry_delay.nanos / 1e9
+    candidates = metadata.pop("candidates", "").split("\n") if "candidates" in metadata else []
+    if not reason:
+        if code == grpc.StatusCode.UNAVAILABLE:
+            return Unavailable(
+                f"{peer or 'a chatseek service'} is unreachable: {message}",
+                hint="start the stack with `chatseek stack up` or check `chatseek stack status`",
+            )
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return DeadlineExceeded(
+                f"{peer or 'a chatseek service'} did not answer in time",
+                hint="retry, or raise the timeout",
+            )
+    cls = error_class_for(reason, code)
+    return cls(
+        message or code.name,
+        hint=hint,
+        metadata=metadata,
+        candidates=candidates,
+        retry_after_s=retry_after,
+    )
+
+
+async def call(
+    method: Callable[..., Any],
+    request: Any,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    idempotent: bool = False,
+    peer: str = "",
+) -> Any:
+    """Invoke a unary asyncio stub ``method`` with a deadline; decode failures.
+
+    Raises:
+        ChatseekError: the decoded server error (or Unavailable / DeadlineExceeded).
+    """
+    attempts = RETRIES + 1 if idempotent else 1
+    for attempt in range(attempts):
+        try:
+            return await method(request, timeout=deadline.timeout_for(timeout))
+        except grpc.aio.AioRpcError as err:
+            decoded = decode_error(err, peer)
+            retry = (
+                idempotent
+                and err.code() == grpc.StatusCode.UNAVAILABLE
+                and attempt + 1 < attempts
+                and (deadline.remaining() or 1.0) > RETRY_BACKOFF_S
+            )
+            if not retry:
+                raise decoded from None
+            await asyncio.sleep(RETRY_BACKOFF_S * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+async def stream(
+    method: Callable[..., Any],
+    request: Any,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    peer: str = "",
+) -> AsyncIterator[Any]:
+    """Iterate a server-streaming asyncio stub ``method``; decode failures."""
+    try:
+        async for item in method(request, timeout=deadline.timeout_for(timeout)):
+            yield item
+    except grpc.aio.AioRpcError as err:
+        raise decode_error(err, peer) from None
+
+
+def sync_call(
+    method: Callable[..., Any],
+    request: Any,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    idempotent: bool = False,
+    peer: str = "",
+) -> Any:
+    """The blocking twin of ``call`` for the CLI."""
+    attempts = RETRIES + 1 if idempotent else 1
+    for attempt in range(attempts):
+        try:
+            return method(request, timeout=timeout)
+        except grpc.RpcError as err:
+            decoded = decode_error(err, peer)
+            code = err.code() if hasattr(err, "code") else None
+            if not (idempotent and code == grpc.StatusCode.UNAVAILABLE and attempt + 1 < attempts):
+                raise decoded from None
+            time.sleep(RETRY_BACKOFF_S * (attempt + 1))
+    raise AssertionError("unreachable")

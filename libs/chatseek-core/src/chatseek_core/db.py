@@ -1,0 +1,282 @@
+"""The only place a SQLite database is opened, plus transactions, migrations and ATTACH.
+
+Invariants:
+* Every connection uses the ``sqlean`` driver (the same SQLite everywhere, able to load
+  sqlite-vec), WAL, ``synchronous=NORMAL``, a busy timeout and foreign keys; extension loading
+  is switched on only while sqlite-vec loads and off again straight after.
+* Every write runs inside ``transaction(conn)``: ``BEGIN IMMEDIATE``, or joins the open one.
+* Each owner database has one named, append-only list of migrations recorded in ``_migrations``;
+  a file migrated by newer code is refused with ``SchemaTooNew``, never downgraded.
+* Other services' files are attached read-only (``mode=ro``) and never written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import sqlean
+
+from chatseek_core.errors import (
+    DatabaseBusy,
+    ExtensionsUnsupported,
+    SchemaTooNew,
+    StorageError,
+)
+
+__all__ = [
+    "Connection",
+    "Migration",
+    "attach_readonly",
+    "check_extensions",
+    "connect",
+    "migrate",
+    "schema_version",
+    "storage_errors",
+    "transaction",
+]
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 5000
+CACHE_SIZE_KIB = 64 * 1024
+MMAP_SIZE_BYTES = 256 * 1024 * 1024
+
+if TYPE_CHECKING:
+    from sqlite3 import Connection
+else:
+    Connection = sqlean.Connection
+_local = threading.local()
+
+
+def connect(
+    path: Path | str,
+    *,
+    readonly: bool = False,
+    vec: bool = False,
+    check_same_thread: bool = False,
+) -> Connection:
+    """Open ``path`` with the house settings.
+
+    Args:
+        path: a database file, or ``":memory:"``.
+        readonly: open with ``mode=ro`` (the file must exist).
+        vec: load sqlite-vec into this connection.
+        check_same_thread: passed to the driver; our services hand connections to one worker
+            thread at a time, so the default is False.
+
+    Raises:
+        ExtensionsUnsupported: ``vec`` was asked for and the driver cannot load extensions.
+        StorageError: the file cannot be opened.
+    """
+    target = str(path)
+    try:
+        if readonly:
+            conn = sqlean.connect(
+                f"file:{target}?mode=ro",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=check_same_thread,
+            )
+        else:
+            if target != ":memory:":
+                Path(target).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlean.connect(target, isolation_level=None, check_same_thread=check_same_thread)
+    except sqlean.OperationalError as exc:
+        raise StorageError(
+            f"cannot open database {target}: {exc}",
+            hint="check that the data directory exists and is writable",
+        ) from exc
+    conn = cast(Connection, conn)
+    conn.row_factory = sqlean.Row
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if not readonly:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute(f"PRAGMA cache_size = -{CACHE_SIZE_KIB}")
+    conn.execute(f"PRAGMA mmap_size = {MMAP_SIZE_BYTES}")
+    conn.execute("PRAGMA temp_store = MEMORY")
+    if vec:
+        _load_vec(conn)
+    return conn
+
+
+def _load_vec(conn: Connection) -> None:
+    import sqlite_vec
+
+    try:
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+    except (AttributeError, sqlean.OperationalError) as exc:
+        raise ExtensionsUnsupported(
+            "this SQLite driver cannot load the sqlite-vec extension",
+            hint="install the sqlean.py package into the service's environment",
+        ) from exc
+    finally:
+        with contextlib.suppress(AttributeError, sqlean.OperationalError):
+            conn.enable_load_extension(False)
+
+
+def check_extensions() -> str:
+    """Load sqlite-vec into a scratch connection; return its version or raise a named error."""
+    conn = connect(":memory:", vec=True)
+    try:
+        return str(conn.execute("SELECT vec_version()").fetchone()[0])
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def transaction(conn: Connection) -> Iterator[Connection]:
+    """Run the block in a write transaction: ``BEGIN IMMEDIATE``, or join one already open.
+
+    The outermost block commits on success and rolls back on any exception. SQLite's "database
+    is locked" past the busy timeout becomes ``DatabaseBusy`` (UNAVAILABLE, retryable); a full
+    disk or read-only file becomes ``StorageError``.
+    """
+    if conn.in_transaction:
+        yield conn
+        return
+    with storage_errors():
+        conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        with contextlib.suppress(sqlean.Error):
+            conn.execute("ROLLBACK")
+        raise
+    with storage_errors():
+        conn.execute("COMMIT")
+
+
+@contextlib.contextmanager
+def storage_errors() -> Iterator[None]:
+    """Translate SQLite's operational failures into typed, retryable or explanatory errors."""
+    try:
+        yield
+    except sqlean.OperationalError as exc:
+        text = str(exc).lower()
+        if "locked" in text or "busy" in text:
+            raise DatabaseBusy(
+                "the database stayed busy past the timeout",
+                hint="retry shortly; another writer holds the lock",
+            ) from exc
+        if "full" in text or "readonly" in text or "read-only" in text or "disk i/o" in text:
+            raise StorageError(
+                f"the data directory cannot be written: {exc}",
+                hint="free disk space or make the data directory writable; nothing was lost",
+            ) from exc
+        raise
+
+
+def attach_readonly(conn: Connection, path: Path | str, alias: str) -> None:
+    """ATTACH another service's database file read-only under ``alias``.
+
+    A missing file is attached as an empty in-memory schema-less database would be useless, so
+    it is an error the caller should report as "producer not started yet".
+    """
+    if not alias.isidentifier():
+        raise ValueError(f"bad alias {alias!r}")
+    attached = {row[1] for row in conn.execute("PRAGMA database_list")}
+    if alias in attached:
+        return
+    if not Path(path).exists():
+        raise StorageError(
+            f"database {path} does not exist yet",
+            hint="start the service that owns it first (chatseek stack up)",
+        )
+    conn.execute(f"ATTACH DATABASE ? AS {alias}", (f"file:{path}?mode=ro",))
+
+
+# --- migrations ---
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One forward step of an owner's schema: ``number`` counts from 1 without gaps."""
+
+    number: int
+    name: str
+    apply: Callable[[Connection], None] | str
+
+
+def _ensure_migrations_table(conn: Connection) -> None:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations ("
+        " owner TEXT NOT NULL, number INTEGER NOT NULL, name TEXT NOT NULL,"
+        " applied_at INTEGER NOT NULL DEFAULT (unixepoch()), PRIMARY KEY (owner, number))"
+    )
+
+
+def schema_version(conn: Connection, owner: str) -> int:
+    """The highest migration number applied for ``owner`` (0 for a new file)."""
+    _ensure_migrations_table(conn)
+    row = conn.execute(
+        "SELECT COALESCE(MAX(number), 0) FROM _migrations WHERE owner = ?", (owner,)
+    ).fetchone()
+    return int(row[0])
+
+
+def migrate(conn: Connection, owner: str, migrations: Sequence[Migration]) -> int:
+    """Apply every pending migration of ``owner`` in order, each in its own transaction.
+
+    Returns:
+        The schema version after migrating.
+
+    Raises:
+        SchemaTooNew: the file records a migration this code does not know.
+        ValueError: the migration list is not numbered 1..n.
+    """
+    numbers = [m.number for m in migrations]
+    if numbers != list(range(1, len(migrations) + 1)):
+        raise ValueError(f"migrations of {owner} must be numbered 1..n, got {numbers}")
+    with transaction(conn):
+        current = schema_version(conn, owner)
+    known = len(migrations)
+    if current > known:
+        raise SchemaTooNew(
+            f"{owner} database is at schema {current}, this code knows only {known}",
+            hint="upgrade chatseek; a database is never downgraded",
+            metadata={"owner": owner, "found": str(current), "known": str(known)},
+        )
+    for migration in migrations[current:]:
+        with transaction(conn):
+            if isinstance(migration.apply, str):
+                for statement in _split_sql(migration.apply):
+                    conn.execute(statement)
+            else:
+                migration.apply(conn)
+            conn.execute(
+                "INSERT INTO _migrations (owner, number, name) VALUES (?, ?, ?)",
+                (owner, migration.number, migration.name),
+            )
+        log.info("migrated %s to %d (%s)", owner, migration.number, migration.name)
+    return known
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration script into statements, keeping trigger bodies whole."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlean.complete_statement(buffer):
+            if buffer.strip():
+                statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements
+
+
+def rows(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """Run a query and return plain dicts (handy at the proto boundary)."""
+    cur = conn.execute(sql, params)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

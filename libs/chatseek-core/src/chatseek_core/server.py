@@ -1,0 +1,295 @@
+"""The server bootstrap every service shares: interceptor, health, reflection, limits, SIGTERM.
+
+``build_server`` returns a bound, not yet started ``grpc.aio.Server`` with:
+* one interceptor that turns a ``ChatseekError`` into ``google.rpc.Status`` with an
+  ``ErrorInfo`` (reason, domain ``<svc>.chatseek``) and ``Help``/``RetryInfo`` details, turns
+  anything else into INTERNAL with one server-side traceback, bounds concurrent calls per
+  method (excess is shed with RESOURCE_EXHAUSTED and a retry hint), propagates the caller's
+  deadline to downstream calls, and logs one INFO line per RPC;
+* the standard health service (NOT_SERVING until the caller marks it SERVING) and reflection;
+* message size limits.
+``serve_forever`` runs until SIGTERM/SIGINT, then flips health to NOT_SERVING and stops with grace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from grpc_status import rpc_status
+
+from chatseek_core import deadline
+from chatseek_core.errors import ChatseekError, Overloaded
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "ServerHandle",
+    "build_server",
+    "serve_forever",
+    "status_for",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_CONCURRENT_PER_METHOD = 64
+SHUTDOWN_GRACE_S = 5.0
+OVERLOAD_RETRY_S = 0.5
+SERVER_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.so_reuseport", 0),
+]
+
+
+def status_for(exc: ChatseekError, service: str) -> status_pb2.Status:
+    """The ``google.rpc.Status`` a client receives for ``exc``."""
+    info = error_details_pb2.ErrorInfo(
+        reason=exc.reason, domain=f"{service}.chatseek", metadata=dict(exc.metadata)
+    )
+    if exc.candidates:
+        info.metadata["candidates"] = "\n".join(exc.candidates)
+    details = [info]
+    packed: list[any_pb2.Any] = []
+    for detail in details:
+        holder = any_pb2.Any()
+        holder.Pack(detail)
+        packed.append(holder)
+    if exc.hint:
+        holder = any_pb2.Any()
+        holder.Pack(
+            error_details_pb2.Help(links=[error_details_pb2.Help.Link(description=exc.hint)])
+        )
+        packed.append(holder)
+    if exc.retry_after_s is not None:
+        holder = any_pb2.Any()
+        seconds = int(exc.retry_after_s)
+        holder.Pack(
+            error_details_pb2.RetryInfo(
+                retry_delay=duration_pb2.Duration(
+                    seconds=seconds, nanos=int((exc.retry_after_s - seconds) * 1e9)
+                )
+            )
+        )
+        packed.append(holder)
+    return status_pb2.Status(code=exc.code.value[0], message=exc.message, details=packed)
+
+
+def _internal_status() -> status_pb2.Status:
+    return status_pb2.Status(code=code_pb2.INTERNAL, message="internal error; see the service log")
+
+
+class _Interceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    def __init__(self, service: str, max_concurrent: int) -> None:
+        self._service = service
+        self._max = max_concurrent
+        self._active: dict[str, int] = {}
+
+    def _enter(self, method: str) -> None:
+        count = self._active.get(method, 0)
+        if count >= self._max:
+            raise Overloaded(
+                f"{method} is at its limit of {self._max} concurrent calls",
+                hint="retry after a short pause",
+                retry_after_s=OVERLOAD_RETRY_S,
+            )
+        self._active[method] = count + 1
+
+    def _leave(self, method: str) -> None:
+        self._active[method] = max(0, self._active.get(method, 1) - 1)
+
+    async def _fail(
+        self,
+        context: grpc.aio.ServicerContext[Any, Any],
+        method: str,
+        started: float,
+        exc: Exception,
+    ) -> None:
+        ms = (time.perf_counter() - started) * 1000
+        if isinstance(exc, ChatseekError):
+            log.info("rpc %s %s %s %.1fms", method, exc.code.name, exc.reason, ms)
+            await context.abort_with_status(rpc_status.to_status(status_for(exc, self._service)))
+        log.error("rpc %s INTERNAL %.1fms", method, ms, exc_info=exc)
+        await context.abort_with_status(rpc_status.to_status(_internal_status()))
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        if method.startswith(("/grpc.health", "/grpc.reflection")):
+            return handler
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                self._wrap_unary(method, handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                self._wrap_stream(method, handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(
+                self._wrap_unary(method, handler.stream_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_stream:
+            return grpc.stream_stream_rpc_method_handler(
+                self._wrap_stream(method, handler.stream_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    def _wrap_unary(self, method: str, inner: Any) -> Any:
+        async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            started = time.perf_counter()
+            token = deadline.enter(context.time_remaining())
+            try:
+                self._enter(method)
+                try:
+                    response = await inner(request, context)
+                finally:
+                    self._leave(method)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if _is_abort(exc):
+                    raise
+                await self._fail(context, method, started, exc)
+                raise
+            finally:
+                deadline.leave(token)
+            log.info("rpc %s OK %.1fms", method, (time.perf_counter() - started) * 1000)
+            return response
+
+        return call
+
+    def _wrap_stream(self, method: str, inner: Any) -> Any:
+        async def call(
+            request: Any, context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
+            started = time.perf_counter()
+            token = deadline.enter(context.time_remaining())
+            try:
+                self._enter(method)
+                try:
+                    async for item in inner(request, context):
+                        yield item
+                finally:
+                    self._leave(method)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if _is_abort(exc):
+                    raise
+                await self._fail(context, method, started, exc)
+                raise
+            finally:
+                deadline.leave(token)
+            log.info("rpc %s OK %.1fms", method, (time.perf_counter() - started) * 1000)
+
+        return call
+
+
+def _is_abort(exc: BaseException) -> bool:
+    return type(exc).__name__ == "AbortError"
+
+
+@dataclass
+class ServerHandle:
+    """A bound server, its port and its health servicer."""
+
+    server: grpc.aio.Server
+    port: int
+    health: health.HealthServicer
+    service_names: tuple[str, ...]
+
+    def set_serving(self, serving: bool = True) -> None:
+        """Flip every registered service (and the overall "" entry) to SERVING or NOT_SERVING."""
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in ("", *self.service_names):
+            self.health.set(name, status)
+
+
+def build_server(
+    *,
+    service: str,
+    listen: str,
+    register: Callable[[grpc.aio.Server], Iterable[str]],
+    max_concurrent_per_method: int = DEFAULT_MAX_CONCURRENT_PER_METHOD,
+) -> ServerHandle:
+    """Create and bind a server; ``register`` adds servicers and returns their full names.
+
+    Raises:
+        RuntimeError: the listen address could not be bound.
+    """
+    server = grpc.aio.server(
+        interceptors=[_Interceptor(service, max_concurrent_per_method)], options=SERVER_OPTIONS
+    )
+    names = tuple(register(server))
+    health_servicer = health.HealthServicer(experimental_non_blocking=True)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (
+            *names,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise RuntimeError(f"cannot bind {listen}")
+    handle = ServerHandle(server=server, port=port, health=health_servicer, service_names=names)
+    handle.set_serving(False)
+    return handle
+
+
+async def serve_forever(
+    handle: ServerHandle,
+    *,
+    on_stop: Callable[[], Awaitable[None]] | None = None,
+    background: Iterable[Callable[[], Coroutine[Any, Any, None]]] = (),
+) -> None:
+    """Serve until SIGTERM or SIGINT, then NOT_SERVING, stop background tasks, stop with grace."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    tasks: list[asyncio.Task[None]] = [asyncio.create_task(job()) for job in background]
+    await stop.wait()
+    log.info("stopping")
+    handle.set_serving(False)
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+    if on_stop is not None:
+        await on_stop()
+    await handle.server.stop(SHUTDOWN_GRACE_S)

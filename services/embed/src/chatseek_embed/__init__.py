@@ -1,0 +1,1 @@
+"""chatseek embed service: embeddings and reranking (sentence-transformers, TEI, fake)."""

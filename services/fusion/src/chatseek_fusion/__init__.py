@@ -1,0 +1,1 @@
+"""chatseek fusion service: hybrid and conversation search, readers."""

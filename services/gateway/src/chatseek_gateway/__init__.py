@@ -1,0 +1,1 @@
+"""chatseek gateway: the gRPC facade, the chatseek CLI and the MCP server."""

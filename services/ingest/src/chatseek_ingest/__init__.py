@@ -1,0 +1,1 @@
+"""chatseek ingest service: Telegram Desktop import, Telegram sync, media text."""

@@ -1,0 +1,1 @@
+"""chatseek lexical service: stemmed BM25 and the strict Lucene message search."""

@@ -1,0 +1,1 @@
+"""chatseek unitize: cuts chat history into units and reconstructs conversations."""

@@ -1,0 +1,471 @@
+"""Cutting a chat's messages into units: windows, reply threads and channel posts.
+
+Invariants:
+* Pure and deterministic: the same messages and ``CutConfig`` give the same units, keys and
+  hashes. Canonical order is ``chrono_key`` = (date, msg_id).
+* Service messages and messages with neither text nor media are not unit members: they never
+  appear in a unit and never open, close or count towards a window, thread or post.
+* Windows are cut left to right by a state machine that resets at every window boundary, so a
+  re-cut that starts at an old window's first message reproduces every later unchanged window.
+  ``recut_anchor`` gives that start for a change, ``recut_from`` cuts from it.
+* Different topics never share a unit; reply edges across topics are ignored.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
+
+from chatseek_core.errors import InvalidValue
+
+from chatseek_unitize.model import RECIPE_VERSION, CutConfig, Msg, Unit, UnitKind, content_hash
+
+__all__ = [
+    "CHANNEL_CHAT_TYPES",
+    "MEDIA_TEXT_MAX_CHARS",
+    "chrono_key",
+    "cut_chat",
+    "cut_posts",
+    "cut_threads",
+    "cut_windows",
+    "is_unit_member",
+    "parent_map",
+    "recut_anchor",
+    "recut_from",
+    "render_line",
+    "thread_roots_of",
+]
+
+log = logging.getLogger(__name__)
+
+MEDIA_TEXT_MAX_CHARS = 4000
+SECONDS_PER_MINUTE = 60
+UNKNOWN_SENDER = "unknown"
+ELLIPSIS = "…"
+_STAMP_CACHE_SIZE = 65_536
+
+CHANNEL_CHAT_TYPES = frozenset({"channel", "public_channel", "private_channel"})
+
+# Marker label per media kind; kinds in _INLINE_KINDS show their media_text inside the marker,
+# kinds in _FILE_KINDS show the file name there.
+_MARKER_LABELS = {
+    "photo": "photo",
+    "video": "video",
+    "voice": "voice",
+    "video_note": "video message",
+    "audio": "audio",
+    "sticker": "sticker",
+    "animation": "GIF",
+    "document": "document",
+    "poll": "poll",
+    "contact": "contact",
+    "location": "location",
+    "venue": "venue",
+}
+_INLINE_KINDS = frozenset({"poll", "contact", "location", "venue"})
+_FILE_KINDS = frozenset({"document", "audio"})
+
+
+# --- rendering ---
+
+
+def chrono_key(m: Msg) -> tuple[int, int]:
+    """The canonical chronological sort key of a message: (date, msg_id)."""
+    return (m.date, m.msg_id)
+
+
+def is_unit_member(m: Msg) -> bool:
+    """Whether ``m`` belongs in units: not a service message, and some text or media."""
+    if m.is_service:
+        return False
+    return bool(m.media_kind or m.media_text or m.text.strip())
+
+
+@functools.lru_cache(maxsize=_STAMP_CACHE_SIZE)
+def _minute_stamp(minute: int) -> str:
+    t = time.gmtime(minute * SECONDS_PER_MINUTE)
+    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d} {t.tm_hour:02d}:{t.tm_min:02d}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip() + ELLIPSIS
+
+
+def _marker(m: Msg) -> str:
+    kind = m.media_kind
+    if not kind:
+        return ""
+    label = _MARKER_LABELS.get(kind, kind.replace("_", " "))
+    detail = ""
+    if kind in _INLINE_KINDS and m.media_text:
+        detail = _clip(_one_line(m.media_text), MEDIA_TEXT_MAX_CHARS)
+    elif kind in _FILE_KINDS and m.file_name:
+        detail = _one_line(m.file_name)
+    return f"[{label}: {detail}]" if detail else f"[{label}]"
+
+
+def render_line(m: Msg) -> str:
+    """One message as one line: ``[YYYY-MM-DD HH:MM] Sender: <marker> <media text> <text>``.
+
+    The time is UTC. Media shows as a visible marker (``[photo]``, ``[voice]``,
+    ``[document: name.pdf]``, ``[poll: question]``); text read out of the media follows its
+    marker (inside it for poll, contact, location and venue), clipped at
+    ``MEDIA_TEXT_MAX_CHARS``; the message text or caption comes last. Line breaks and runs of
+    whitespace fold to one space so a message is always exactly one line. Any message renders,
+    service messages included, but service messages are never unit members.
+    """
+    parts = []
+    marker = _marker(m)
+    if marker:
+        parts.append(marker)
+        if m.media_text and m.media_kind not in _INLINE_KINDS:
+            parts.append(_clip(_one_line(m.media_text), MEDIA_TEXT_MAX_CHARS))
+    elif m.media_text:
+        parts.append(_clip(_one_line(m.media_text), MEDIA_TEXT_MAX_CHARS))
+    if m.text:
+        parts.append(_one_line(m.text))
+    name = _one_line(m.sender_name) or UNKNOWN_SENDER
+    body = " ".join(p for p in parts if p)
+    stamp = _minute_stamp(m.date // SECONDS_PER_MINUTE)
+    return f"[{stamp}] {name}: {body}" if body else f"[{stamp}] {name}:"
+
+
+class _Lines:
+    """Rendered lines by message id, each message rendered at most once per cut."""
+
+    __slots__ = ("_cache",)
+
+    def __init__(self) -> None:
+        self._cache: dict[int, str] = {}
+
+    def __call__(self, m: Msg) -> str:
+        line = self._cache.get(m.msg_id)
+        if line is None:
+            line = render_line(m)
+            self._cache[m.msg_id] = line
+        return line
+
+
+def _make_unit(kind: UnitKind, key: str, seq: Sequence[Msg], lines: _Lines) -> Unit:
+    text = "\n".join(lines(m) for m in seq)
+    senders: dict[str, None] = {}
+    for m in seq:
+        senders.setdefault(_one_line(m.sender_name) or UNKNOWN_SENDER, None)
+    dates = [m.date for m in seq]
+    return Unit(
+        kind=kind,
+        key=key,
+        topic_id=seq[0].topic_id,
+        msg_ids=tuple(m.msg_id for m in seq),
+        first_date=min(dates),
+        last_date=max(dates),
+        senders=tuple(senders),
+        reactions=sum(m.reactions for m in seq),
+        text=text,
+        content_hash=content_hash(RECIPE_VERSION, text),
+        recipe=RECIPE_VERSION,
+    )
+
+
+def _topic_order(topic: int | None) -> tuple[int, int]:
+    return (0, 0) if topic is None else (1, topic)
+
+
+def _members_by_topic(msgs: Iterable[Msg]) -> dict[int | None, list[Msg]]:
+    groups: dict[int | None, list[Msg]] = {}
+    for m in msgs:
+        if is_unit_member(m):
+            groups.setdefault(m.topic_id, []).append(m)
+    for seq in groups.values():
+        seq.sort(key=chrono_key)
+    return {t: groups[t] for t in sorted(groups, key=_topic_order)}
+
+
+# --- windows ---
+
+
+def _cut_window_run(members: Sequence[Msg], cfg: CutConfig, lines: _Lines) -> list[Unit]:
+    """Windows over one topic's members, already in canonical order."""
+    units: list[Unit] = []
+    gap_s = cfg.window_gap_min * SECONDS_PER_MINUTE
+    current: list[Msg] = []
+    chars = 0
+    for m in members:
+        width = len(lines(m))
+        if current and (
+            m.date - current[-1].date > gap_s
+            or len(current) >= cfg.window_max_msgs
+            or chars + 1 + width > cfg.window_max_chars
+        ):
+            units.append(_make_unit("window", f"w:{current[0].msg_id}", current, lines))
+            current, chars = [], 0
+        chars = width if not current else chars + 1 + width
+        current.append(m)
+    if current:
+        units.append(_make_unit("window", f"w:{current[0].msg_id}", current, lines))
+    return units
+
+
+def cut_windows(msgs: Iterable[Msg], cfg: CutConfig | None = None) -> list[Unit]:
+    """Cut chronological windows, separately per topic.
+
+    A window closes at a pause longer than ``window_gap_min`` minutes, after
+    ``window_max_msgs`` messages, or before the message whose line would take its text past
+    ``window_max_chars``; a single longer message is a window of its own.
+
+    Returns:
+        Windows ordered by topic (None first, then by id), then chronologically; each keyed
+        ``w:<first msg id>``.
+    """
+    cfg = cfg or CutConfig()
+    lines = _Lines()
+    units: list[Unit] = []
+    for members in _members_by_topic(msgs).values():
+        units.extend(_cut_window_run(members, cfg, lines))
+    return units
+
+
+def recut_anchor(
+    old_windows: Sequence[Unit], earliest_change: tuple[int, int]
+) -> tuple[int, int] | None:
+    """Where a window re-cut must start after a change, as a ``chrono_key``.
+
+    The rule: restart at the first message of the last old window that starts before the
+    earliest changed (inserted, edited or deleted) message. That window's own closing may
+    depend on the changed message; every window before it was closed by an unchanged message
+    and stays byte-identical.
+
+    Args:
+        old_windows: The previous windows of one topic (any order).
+        earliest_change: ``chrono_key`` of the earliest inserted, edited or deleted message.
+
+    Returns:
+        The ``chrono_key`` of the restart message, or None to re-cut the topic from its start.
+    """
+    best: tuple[int, int] | None = None
+    for u in old_windows:
+        if u.kind != "window":
+            continue
+        start = (u.first_date, u.msg_ids[0])
+        if start < earliest_change and (best is None or start > best):
+            best = start
+    return best
+
+
+def recut_from(
+    msgs_sorted: Sequence[Msg], start_index: int, cfg: CutConfig | None = None
+) -> list[Unit]:
+    """Re-cut the windows of one topic from ``msgs_sorted[start_index]`` on.
+
+    ``msgs_sorted`` is one topic's current messages in ``chrono_key`` order (non-members are
+    skipped); ``start_index`` must point at the message ``recut_anchor`` named (or 0). The
+    result equals the suffix of ``cut_windows(msgs_sorted)`` from that window on, so unchanged
+    windows come back with the same keys and hashes.
+
+    Raises:
+        InvalidValue: ``start_index`` out of range, messages out of order or from two topics.
+    """
+    cfg = cfg or CutConfig()
+    if not 0 <= start_index <= len(msgs_sorted):
+        raise InvalidValue("start_index is outside the message list.")
+    tail = msgs_sorted[start_index:]
+    topics = {m.topic_id for m in tail}
+    if len(topics) > 1:
+        raise InvalidValue("recut_from takes the messages of one topic.")
+    for a, b in zip(tail, tail[1:], strict=False):
+        if chrono_key(a) >= chrono_key(b):
+            raise InvalidValue("recut_from needs messages sorted by (date, msg_id).")
+    members = [m for m in tail if is_unit_member(m)]
+    return _cut_window_run(members, cfg, _Lines())
+
+
+# --- threads ---
+
+
+def parent_map(msgs: Iterable[Msg]) -> dict[int, int]:
+    """Reply edges that count for threads: ``{msg_id: parent_id}``.
+
+    An edge counts when both ends are unit members, in the same topic, and the parent comes
+    first in ``chrono_key`` order (which also rules out cycles).
+    """
+    by_id = {m.msg_id: m for m in msgs if is_unit_member(m)}
+    edges: dict[int, int] = {}
+    for m in by_id.values():
+        target = m.reply_to
+        if target is None:
+            continue
+        p = by_id.get(target)
+        if p is not None and p.topic_id == m.topic_id and chrono_key(p) < chrono_key(m):
+            edges[m.msg_id] = target
+    return edges
+
+
+def thread_roots_of(msg_ids: Iterable[int], parents: Mapping[int, int]) -> list[int]:
+    """The thread roots whose threads contain any of ``msg_ids``.
+
+    Args:
+        msg_ids: Changed (inserted, edited, deleted) message ids.
+        parents: Reply edges as given by ``parent_map`` (before or after the change; callers
+            pass both to catch threads a deletion split).
+
+    Returns:
+        Sorted distinct root ids (a message without a parent is its own root).
+    """
+    roots: set[int] = set()
+    for start in msg_ids:
+        seen = {start}
+        node = start
+        while node in parents:
+            node = parents[node]
+            if node in seen:
+                break
+            seen.add(node)
+        roots.add(node)
+    return sorted(roots)
+
+
+def _split_parts(seq: Sequence[Msg], cap: int) -> list[list[Msg]]:
+    """The first ``cap`` messages, then continuations of the root plus ``cap - 1`` more."""
+    parts = [list(seq[:cap])]
+    root = seq[0]
+    for start in range(cap, len(seq), cap - 1):
+        parts.append([root, *seq[start : start + cap - 1]])
+    return parts
+
+
+def _cut_threads(
+    members: Sequence[Msg], cfg: CutConfig, lines: _Lines, roots: Collection[int] | None
+) -> list[Unit]:
+    by_id = {m.msg_id: m for m in members}
+    edges = parent_map(members)
+    children: dict[int, list[int]] = {}
+    for child, parent in edges.items():
+        children.setdefault(parent, []).append(child)
+    root_ids = [r for r in children if r not in edges]
+    if roots is not None:
+        wanted = set(roots)
+        root_ids = [r for r in root_ids if r in wanted]
+    root_ids.sort(key=lambda r: (_topic_order(by_id[r].topic_id), chrono_key(by_id[r])))
+    units: list[Unit] = []
+    for root_id in root_ids:
+        thread: list[Msg] = []
+        stack = [root_id]
+        while stack:
+            node = stack.pop()
+            thread.append(by_id[node])
+            stack.extend(children.get(node, ()))
+        thread.sort(key=chrono_key)
+        for part, seq in enumerate(_split_parts(thread, cfg.thread_max_msgs)):
+            units.append(_make_unit("thread", f"t:{root_id}:{part}", seq, lines))
+    return units
+
+
+def cut_threads(
+    msgs: Iterable[Msg], cfg: CutConfig | None = None, *, roots: Collection[int] | None = None
+) -> list[Unit]:
+    """Cut reply threads.
+
+    A root is a member that got replies and has no parent present (see ``parent_map``); its
+    thread is the root and all its descendants in chronological order, in parts of at most
+    ``thread_max_msgs`` messages. Part 0 starts with the root; every continuation part repeats
+    the root line first, then the next ``thread_max_msgs - 1`` messages.
+
+    Args:
+        msgs: Messages of the chat (or at least every message of the threads wanted).
+        cfg: Cutting limits.
+        roots: Only cut the threads of these root ids (for incremental re-cuts).
+
+    Returns:
+        Thread units keyed ``t:<root id>:<part>``, ordered by topic, root date, part.
+    """
+    cfg = cfg or CutConfig()
+    members = [m for m in msgs if is_unit_member(m)]
+    return _cut_threads(members, cfg, _Lines(), roots)
+
+
+# --- posts ---
+
+
+def _cut_posts(
+    posts: Iterable[Msg],
+    comments_by_post: Mapping[int, Sequence[Msg]],
+    cfg: CutConfig,
+    lines: _Lines,
+) -> list[Unit]:
+    units: list[Unit] = []
+    for post in sorted((p for p in posts if is_unit_member(p)), key=chrono_key):
+        comments = sorted(
+            (c for c in comments_by_post.get(post.msg_id, ()) if is_unit_member(c)),
+            key=chrono_key,
+        )
+        for part, seq in enumerate(_split_parts([post, *comments], cfg.thread_max_msgs)):
+            key = f"p:{post.msg_id}" if part == 0 else f"p:{post.msg_id}:{part}"
+            units.append(_make_unit("post", key, seq, lines))
+    return units
+
+
+def cut_posts(
+    posts: Iterable[Msg],
+    comments_by_post: Mapping[int, Sequence[Msg]] | None = None,
+    cfg: CutConfig | None = None,
+) -> list[Unit]:
+    """One unit per channel post; with comments, the post followed by its comments.
+
+    Comments (discussion-group messages, keyed by the channel post id they belong to) follow
+    in chronological order. A post with more than ``thread_max_msgs - 1`` comments continues
+    in parts ``p:<post id>:<n>`` that repeat the post line first, like threads. In a post unit
+    ``msg_ids[0]`` is the channel post; the ids after it are discussion-group message ids.
+
+    Returns:
+        Post units in chronological order of the posts, keyed ``p:<post id>`` (part 0).
+    """
+    cfg = cfg or CutConfig()
+    return _cut_posts(posts, comments_by_post or {}, cfg, _Lines())
+
+
+# --- whole chat ---
+
+
+def cut_chat(
+    msgs: Iterable[Msg],
+    *,
+    chat_type: str,
+    cfg: CutConfig | None = None,
+    comments: Iterable[Msg] | None = None,
+) -> list[Unit]:
+    """All units of one chat.
+
+    Args:
+        msgs: The chat's messages, in any order.
+        chat_type: The chat kind; ``channel`` (or an export's ``public_channel`` /
+            ``private_channel``) cuts posts, anything else windows and threads.
+        cfg: Cutting limits.
+        comments: For a channel, the discussion-group messages; each one with ``comment_of``
+            set joins the unit of that post.
+
+    Returns:
+        Posts for a channel; otherwise windows followed by threads.
+    """
+    cfg = cfg or CutConfig()
+    lines = _Lines()
+    if chat_type in CHANNEL_CHAT_TYPES:
+        by_post: dict[int, list[Msg]] = {}
+        for c in comments or ():
+            if c.comment_of is not None:
+                by_post.setdefault(c.comment_of[1], []).append(c)
+        units = _cut_posts(msgs, by_post, cfg, lines)
+    else:
+        groups = _members_by_topic(msgs)
+        units = []
+        for members in groups.values():
+            units.extend(_cut_window_run(members, cfg, lines))
+        everyone = [m for members in groups.values() for m in members]
+        units.extend(_cut_threads(everyone, cfg, lines, None))
+    log.debug("cut %d units (chat type %s)", len(units), chat_type)
+    return units

@@ -1,0 +1,116 @@
+"""The schema of ``unitize.db``: units, conversation builds and agent link answers.
+
+A unit is keyed by ``unit_id`` (stable while its ``(account, chat_id, topic_key, kind, key)``
+identity stays, so vectors survive re-cuts); ``msg_ids`` is a JSON array of the chat's message
+ids in order and ``unit_members`` indexes it by ingest ``mid``. Conversation chunks are units of
+kind ``conversation`` tied to the build that made them. A build becomes visible only when
+``conversation_builds.state`` is ``complete`` and it is the chat's ``current`` build, switched in
+one transaction. Unit changes are announced on ``_feed`` (kind ``unit``, entity ``unit_id``).
+"""
+
+from __future__ import annotations
+
+from chatseek_core.db import Migration
+from chatseek_core.feed import CURSOR_DDL, FEED_DDL
+
+__all__ = ["MIGRATIONS", "OWNER"]
+
+OWNER = "unitize"
+
+_M001 = (
+    """
+CREATE TABLE units (
+    unit_id INTEGER PRIMARY KEY,
+    account TEXT NOT NULL,
+    chat_id INTEGER NOT NULL,
+    topic_key INTEGER NOT NULL DEFAULT 0,
+    kind TEXT NOT NULL CHECK (kind IN ('window', 'thread', 'post', 'conversation')),
+    key TEXT NOT NULL,
+    build_id INTEGER,
+    first_msg_id INTEGER NOT NULL,
+    last_msg_id INTEGER NOT NULL,
+    start_date INTEGER NOT NULL,
+    end_date INTEGER NOT NULL,
+    msg_ids TEXT NOT NULL,
+    senders TEXT NOT NULL,
+    reactions INTEGER NOT NULL DEFAULT 0,
+    text TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    recipe INTEGER NOT NULL,
+    UNIQUE (account, chat_id, topic_key, kind, key)
+);
+CREATE INDEX units_by_chat_date ON units(account, chat_id, start_date);
+
+CREATE TABLE unit_members (
+    unit_id INTEGER NOT NULL REFERENCES units(unit_id) ON DELETE CASCADE,
+    account TEXT NOT NULL,
+    chat_id INTEGER NOT NULL,
+    msg_id INTEGER NOT NULL,
+    PRIMARY KEY (account, chat_id, msg_id, unit_id)
+) WITHOUT ROWID;
+CREATE INDEX unit_members_by_unit ON unit_members(unit_id);
+
+CREATE TABLE chat_recipes (
+    account TEXT NOT NULL,
+    chat_id INTEGER NOT NULL,
+    recipe INTEGER NOT NULL,
+    cut_at INTEGER NOT NULL DEFAULT (unixepoch()),
+    PRIMARY KEY (account, chat_id)
+);
+
+CREATE TABLE conversation_builds (
+    build_id INTEGER PRIMARY KEY,
+    account TEXT NOT NULL,
+    chat_id INTEGER NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('building', 'complete', 'failed', 'superseded')),
+    scorer TEXT NOT NULL,
+    started_at INTEGER NOT NULL DEFAULT (unixepoch()),
+    finished_at INTEGER,
+    message_count INTEGER NOT NULL DEFAULT 0,
+    conversation_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE current_builds (
+    account TEXT NOT NULL,
+    chat_id INTEGER NOT NULL,
+    build_id INTEGER NOT NULL REFERENCES conversation_builds(build_id),
+    PRIMARY KEY (account, chat_id)
+);
+CREATE TABLE links (
+    build_id INTEGER NOT NULL REFERENCES conversation_builds(build_id) ON DELETE CASCADE,
+    msg_id INTEGER NOT NULL,
+    parent_id INTEGER,
+    conversation_id INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    confidence REAL NOT NULL,
+    rejected TEXT,
+    PRIMARY KEY (build_id, msg_id)
+) WITHOUT ROWID;
+CREATE INDEX links_by_conversation ON links(build_id, conversation_id);
+CREATE TABLE conversations (
+    build_id INTEGER NOT NULL REFERENCES conversation_builds(build_id) ON DELETE CASCADE,
+    conversation_id INTEGER NOT NULL,
+    first_msg_id INTEGER NOT NULL,
+    last_msg_id INTEGER NOT NULL,
+    start_date INTEGER NOT NULL,
+    end_date INTEGER NOT NULL,
+    message_count INTEGER NOT NULL,
+    participants TEXT NOT NULL,
+    PRIMARY KEY (build_id, conversation_id)
+) WITHOUT ROWID;
+
+CREATE TABLE agent_answers (
+    account TEXT NOT NULL,
+    chat_id INTEGER NOT NULL,
+    msg_id INTEGER NOT NULL,
+    parent_id INTEGER,
+    msg_hash TEXT NOT NULL,
+    parent_hash TEXT,
+    answered_at INTEGER NOT NULL DEFAULT (unixepoch()),
+    PRIMARY KEY (account, chat_id, msg_id)
+);
+"""
+    + FEED_DDL
+    + CURSOR_DDL
+)
+
+MIGRATIONS = [Migration(1, "initial", _M001)]

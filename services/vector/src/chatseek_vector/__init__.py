@@ -1,0 +1,1 @@
+"""chatseek vector service: sqlite-vec KNN partitioned by chat."""
