@@ -32,6 +32,7 @@ from chatseek_core.errors import (
 __all__ = [
     "Connection",
     "Migration",
+    "ThreadConnections",
     "attach_readonly",
     "check_extensions",
     "connect",
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
     from sqlite3 import Connection
 else:
     Connection = sqlean.Connection
-_local = threading.local()
 
 
 def connect(
@@ -146,7 +146,8 @@ def transaction(conn: Connection) -> Iterator[Connection]:
     with storage_errors():
         conn.execute("BEGIN IMMEDIATE")
     try:
-        yield conn
+        with storage_errors():
+            yield conn
     except BaseException:
         with contextlib.suppress(sqlean.Error):
             conn.execute("ROLLBACK")
@@ -280,3 +281,54 @@ def rows(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[dict[st
     cur = conn.execute(sql, params)
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+class ThreadConnections:
+    """One connection per worker thread to the same file, with the same ATTACHes.
+
+    SQLite connections must not be shared across threads at once; WAL lets the readers of each
+    thread run beside the one writer. Attachments whose files do not exist yet are retried on
+    every ``get`` until they appear (the producer may start later).
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        vec: bool = False,
+        readonly: bool = False,
+        attach: dict[str, Path] | None = None,
+    ) -> None:
+        self._path = path
+        self._vec = vec
+        self._readonly = readonly
+        self._attach = dict(attach or {})
+        self._local = threading.local()
+        self._all: list[Connection] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> Connection:
+        """This thread's connection, opened on first use."""
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self._path, vec=self._vec, readonly=self._readonly)
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        for alias, target in self._attach.items():
+            if Path(target).exists():
+                attach_readonly(conn, target, alias)
+        return conn
+
+    def attached(self, alias: str) -> bool:
+        """Whether ``alias`` is attached on this thread's connection."""
+        conn = self.get()
+        return alias in {row[1] for row in conn.execute("PRAGMA database_list")}
+
+    def close(self) -> None:
+        """Close every connection this pool opened."""
+        with self._lock:
+            for conn in self._all:
+                with contextlib.suppress(Exception):
+                    conn.close()
+            self._all.clear()

@@ -90,7 +90,7 @@ def _internal_status() -> status_pb2.Status:
     return status_pb2.Status(code=code_pb2.INTERNAL, message="internal error; see the service log")
 
 
-class _Interceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class _Interceptor(grpc.aio.ServerInterceptor):
     def __init__(self, service: str, max_concurrent: int) -> None:
         self._service = service
         self._max = max_concurrent
@@ -125,9 +125,11 @@ class _Interceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler

@@ -1,0 +1,63 @@
+"""What every ``python -m chatseek_<svc>`` does after reading its settings.
+
+``run`` sets up logging, builds the service through its ``start`` coroutine (which opens and
+migrates the database, loads models, binds the server and returns background jobs), starts the
+server, marks it SERVING only then, and serves until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chatseek_core.log import setup_logging
+from chatseek_core.server import ServerHandle, serve_forever
+from chatseek_core.settings import Settings, load_settings
+
+__all__ = ["Running", "main_for", "run"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Running:
+    """A built service: its bound server, its background jobs and how to close it."""
+
+    handle: ServerHandle
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
+    on_stop: Callable[[], Awaitable[None]] | None = None
+
+
+async def _serve(settings: Settings, start: Callable[[Settings], Awaitable[Running]]) -> None:
+    running = await start(settings)
+    await running.handle.server.start()
+    running.handle.set_serving(True)
+    log.info("serving on port %d", running.handle.port)
+    await serve_forever(running.handle, on_stop=running.on_stop, background=running.background)
+
+
+def run(service: str, start: Callable[[Settings], Awaitable[Running]]) -> None:
+    """Configure logging from the environment and serve ``service`` until SIGTERM."""
+    settings = load_settings(service)
+    log_dir = os.environ.get("CHATSEEK_LOG_DIR")
+    setup_logging(
+        service=service,
+        level=settings.log_level,
+        fmt=settings.log_format,
+        log_dir=Path(log_dir) if log_dir else None,
+    )
+    asyncio.run(_serve(settings, start))
+
+
+def main_for(service: str, start: Callable[[Settings], Awaitable[Running]]) -> Callable[[], None]:
+    """A ``main()`` for a service's ``__main__`` module."""
+
+    def main() -> None:
+        run(service, start)
+
+    return main

@@ -1,0 +1,51 @@
+"""Helpers for tests: settings over a temp directory and a service served in-process.
+
+Fakes of the system's edges (models, Telegram) live in ``chatseek_core.fakes`` and the services'
+own ``testing`` modules; nothing here replaces the thing under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+
+from chatseek_core.runner import Running
+from chatseek_core.settings import Settings, load_settings
+
+__all__ = ["serving", "temp_settings"]
+
+
+def temp_settings(
+    home: Path, service: str | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Settings rooted at ``home``, listening on an ephemeral loopback port, fake models."""
+    values = {
+        "CHATSEEK_HOME": str(home),
+        "CHATSEEK_LISTEN": "127.0.0.1:0",
+        "CHATSEEK_FAKE_MODELS": "1",
+        "CHATSEEK_POLL_INTERVAL_S": "0.2",
+    }
+    values.update(env or {})
+    return load_settings(service, env=values)
+
+
+@contextlib.asynccontextmanager
+async def serving(running: Running) -> AsyncIterator[str]:
+    """Start a built service, mark it SERVING, run its background jobs; yield its address."""
+    await running.handle.server.start()
+    running.handle.set_serving(True)
+    tasks = [asyncio.create_task(job()) for job in running.background]
+    try:
+        yield f"127.0.0.1:{running.handle.port}"
+    finally:
+        running.handle.set_serving(False)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if running.on_stop is not None:
+            await running.on_stop()
+        await running.handle.server.stop(None)

@@ -1,0 +1,88 @@
+"""The database helpers: settings, transactions, migrations and read-only attachment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlean
+
+from chatseek_core import db
+from chatseek_core.errors import SchemaTooNew, StorageError
+
+MIGRATIONS = [
+    db.Migration(1, "one", "CREATE TABLE a (x INTEGER);"),
+    db.Migration(2, "two", lambda conn: conn.execute("CREATE TABLE b (y INTEGER)")),
+]
+
+
+def test_connect_sets_wal_foreign_keys_and_busy_timeout(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path / "x.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == db.BUSY_TIMEOUT_MS
+
+
+def test_sqlite_vec_loads_and_extension_loading_is_switched_off_again(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path / "v.db", vec=True)
+    assert conn.execute("SELECT vec_version()").fetchone()[0].startswith("v")
+    with pytest.raises(sqlean.OperationalError):
+        conn.execute("SELECT load_extension('nothing')")
+
+
+def test_migrations_apply_in_order_once(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path / "m.db")
+    assert db.migrate(conn, "owner", MIGRATIONS) == 2
+    assert db.migrate(conn, "owner", MIGRATIONS) == 2
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"a", "b", "_migrations"} <= names
+
+
+def test_a_database_newer_than_the_code_is_refused(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path / "n.db")
+    db.migrate(conn, "owner", MIGRATIONS)
+    with pytest.raises(SchemaTooNew) as info:
+        db.migrate(conn, "owner", MIGRATIONS[:1])
+    assert info.value.metadata["found"] == "2"
+
+
+def test_a_nested_transaction_joins_the_outer_one_and_rolls_back_with_it(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path / "t.db")
+    db.migrate(conn, "owner", MIGRATIONS)
+    with pytest.raises(RuntimeError), db.transaction(conn):
+        conn.execute("INSERT INTO a VALUES (1)")
+        with db.transaction(conn):
+            conn.execute("INSERT INTO a VALUES (2)")
+        raise RuntimeError("boom")
+    assert conn.execute("SELECT COUNT(*) FROM a").fetchone()[0] == 0
+
+
+def test_an_attached_database_is_read_only(tmp_path: Path) -> None:
+    owner = db.connect(tmp_path / "owner.db")
+    db.migrate(owner, "owner", MIGRATIONS)
+    with db.transaction(owner):
+        owner.execute("INSERT INTO a VALUES (7)")
+    reader = db.connect(tmp_path / "reader.db")
+    db.attach_readonly(reader, tmp_path / "owner.db", "other")
+    assert reader.execute("SELECT x FROM other.a").fetchone()[0] == 7
+    with pytest.raises(sqlean.OperationalError):
+        reader.execute("INSERT INTO other.a VALUES (8)")
+
+
+def test_attaching_a_missing_file_names_the_owner_to_start(tmp_path: Path) -> None:
+    reader = db.connect(tmp_path / "reader.db")
+    with pytest.raises(StorageError):
+        db.attach_readonly(reader, tmp_path / "absent.db", "absent")
+
+
+def test_a_read_only_data_file_gives_a_storage_error_and_keeps_the_data(tmp_path: Path) -> None:
+    path = tmp_path / "ro.db"
+    conn = db.connect(path)
+    db.migrate(conn, "owner", MIGRATIONS)
+    with db.transaction(conn):
+        conn.execute("INSERT INTO a VALUES (1)")
+    conn.close()
+    ro = db.connect(path, readonly=True)
+    with pytest.raises(StorageError), db.transaction(ro):
+        ro.execute("INSERT INTO a VALUES (2)")
+    assert ro.execute("SELECT COUNT(*) FROM a").fetchone()[0] == 1

@@ -1,0 +1,52 @@
+"""Builds the ingest gRPC server over an opened, migrated ``ingest.db``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chatseek.ingest.v1 import ingest_service_pb2_grpc
+from chatseek_core import db
+from chatseek_core.runner import Running
+from chatseek_core.server import build_server
+from chatseek_core.settings import Settings
+
+from chatseek_ingest.schema import MIGRATIONS, OWNER
+from chatseek_ingest.service import IngestServicer
+
+__all__ = ["Deps", "create_server", "open_deps", "start"]
+
+
+@dataclass
+class Deps:
+    """What the ingest servicer needs."""
+
+    settings: Settings
+    pool: db.ThreadConnections
+
+
+def open_deps(settings: Settings) -> Deps:
+    """Open and migrate ``ingest.db``."""
+    pool = db.ThreadConnections(settings.db_path(OWNER))
+    db.migrate(pool.get(), OWNER, MIGRATIONS)
+    return Deps(settings=settings, pool=pool)
+
+
+def create_server(settings: Settings, deps: Deps) -> Running:
+    """Bind the server on ``settings.listen``; the caller starts it."""
+    servicer = IngestServicer(deps)
+
+    def register(server: object) -> list[str]:
+        ingest_service_pb2_grpc.add_IngestServiceServicer_to_server(servicer, server)
+        return ["chatseek.ingest.v1.IngestService"]
+
+    handle = build_server(service=OWNER, listen=settings.listen, register=register)
+
+    async def close() -> None:
+        deps.pool.close()
+
+    return Running(handle=handle, on_stop=close)
+
+
+async def start(settings: Settings) -> Running:
+    """Open the database and bind the server (used by ``python -m chatseek_ingest``)."""
+    return create_server(settings, open_deps(settings))

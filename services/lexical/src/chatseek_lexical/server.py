@@ -1,0 +1,55 @@
+"""Builds the lexical gRPC server over an opened, migrated ``lexical.db``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chatseek.lexical.v1 import lexical_service_pb2_grpc
+from chatseek_core import db
+from chatseek_core.runner import Running
+from chatseek_core.server import build_server
+from chatseek_core.settings import Settings
+
+from chatseek_lexical.schema import MIGRATIONS, OWNER
+from chatseek_lexical.service import LexicalServicer
+
+__all__ = ["Deps", "create_server", "open_deps", "start"]
+
+
+@dataclass
+class Deps:
+    """What the lexical servicer needs."""
+
+    settings: Settings
+    pool: db.ThreadConnections
+
+
+def open_deps(settings: Settings) -> Deps:
+    """Open and migrate ``lexical.db``; attach the producers' files read-only."""
+    pool = db.ThreadConnections(
+        settings.db_path(OWNER),
+        attach={"ingest": settings.db_path("ingest"), "unitize": settings.db_path("unitize")},
+    )
+    db.migrate(pool.get(), OWNER, MIGRATIONS)
+    return Deps(settings=settings, pool=pool)
+
+
+def create_server(settings: Settings, deps: Deps) -> Running:
+    """Bind the server on ``settings.listen``; the caller starts it."""
+    servicer = LexicalServicer(deps)
+
+    def register(server: object) -> list[str]:
+        lexical_service_pb2_grpc.add_LexicalServiceServicer_to_server(servicer, server)
+        return ["chatseek.lexical.v1.LexicalService"]
+
+    handle = build_server(service=OWNER, listen=settings.listen, register=register)
+
+    async def close() -> None:
+        deps.pool.close()
+
+    return Running(handle=handle, on_stop=close)
+
+
+async def start(settings: Settings) -> Running:
+    """Open the database and bind the server (used by ``python -m chatseek_lexical``)."""
+    return create_server(settings, open_deps(settings))

@@ -1,0 +1,37 @@
+"""The unitize servicer: proto in, typed core call, proto out."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from chatseek.unitize.v1 import unitize_service_pb2 as pb
+from chatseek.unitize.v1 import unitize_service_pb2_grpc
+from chatseek_core import db
+from chatseek_core.aio import to_thread
+from chatseek_core.status import service_status
+
+from chatseek_unitize.schema import OWNER
+
+if TYPE_CHECKING:
+    from chatseek_unitize.server import Deps
+
+__all__ = ["UnitizeServicer"]
+
+Ctx = grpc.aio.ServicerContext[Any, Any]
+
+
+class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
+    """Thin adapter over the unitize core functions."""
+
+    def __init__(self, deps: Deps) -> None:
+        self._deps = deps
+
+    async def GetStatus(self, request: pb.GetStatusRequest, context: Ctx) -> pb.GetStatusResponse:
+        def read() -> pb.GetStatusResponse:
+            conn = self._deps.pool.get()
+            return pb.GetStatusResponse(
+                status=service_status(OWNER, schema_version=db.schema_version(conn, OWNER))
+            )
+
+        return await to_thread(read)

@@ -1,0 +1,59 @@
+"""The schema of ``vector.db``: the embedding space, the vector cache and the vec0 tables.
+
+One space at a time is current (``spaces.current = 1``); its identity (model name, revision,
+dimension, normaliser) is checked before every write and every query. Vectors live in
+``vec_<space_id>`` vec0 tables created per space, partitioned by chat, keyed by unitize's
+``unit_id`` with the unit's start time and kind as metadata. ``vector_cache`` maps
+(space, content hash) to a vector so identical text is never embedded twice.
+"""
+
+from __future__ import annotations
+
+from chatseek_core.db import Migration
+from chatseek_core.feed import CURSOR_DDL
+
+__all__ = ["MIGRATIONS", "OWNER"]
+
+OWNER = "vector"
+
+_M001 = (
+    """
+CREATE TABLE spaces (
+    space_id INTEGER PRIMARY KEY,
+    model TEXT NOT NULL,
+    revision TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    normalized INTEGER NOT NULL,
+    current INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL DEFAULT (unixepoch()),
+    UNIQUE (model, revision, dim)
+);
+
+CREATE TABLE vector_cache (
+    space_id INTEGER NOT NULL REFERENCES spaces(space_id) ON DELETE CASCADE,
+    content_hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (space_id, content_hash)
+) WITHOUT ROWID;
+
+CREATE TABLE embedded_units (
+    space_id INTEGER NOT NULL REFERENCES spaces(space_id) ON DELETE CASCADE,
+    unit_id INTEGER NOT NULL,
+    account TEXT NOT NULL,
+    chat_id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    PRIMARY KEY (space_id, unit_id)
+) WITHOUT ROWID;
+CREATE INDEX embedded_units_by_chat ON embedded_units(space_id, account, chat_id);
+
+CREATE TABLE pending_units (
+    unit_id INTEGER PRIMARY KEY,
+    account TEXT NOT NULL,
+    chat_id INTEGER NOT NULL
+);
+"""
+    + CURSOR_DDL
+)
+
+MIGRATIONS = [Migration(1, "initial", _M001)]
