@@ -6,9 +6,9 @@ from typing import Any
 
 import grpc
 import pytest
+
 from chatseek.fusion.v1 import fusion_service_pb2 as pb
 from chatseek.fusion.v1 import fusion_service_pb2_grpc
-
 from chatseek_core import errors
 from chatseek_core.client import aio_channel, call
 from chatseek_core.runner import Running

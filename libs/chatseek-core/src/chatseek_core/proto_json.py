@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chatseek.common.v1 import common_pb2
 from google.protobuf import json_format, struct_pb2
+
+from chatseek.common.v1 import common_pb2
 
 __all__ = ["document", "from_document", "operation_progress", "operation_result", "to_python"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chatseek.common.v1 import common_pb2
 from google.protobuf import struct_pb2
 
+from chatseek.common.v1 import common_pb2
 from chatseek_core.version import VERSION
 
 __all__ = ["service_status"]

@@ -1,7 +1,6 @@
 """``python -m chatseek_gateway``: serve the gateway."""
 
 from chatseek_core.runner import main_for
-
 from chatseek_gateway.server import start
 
 main = main_for("gateway", start)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from grpc_health.v1 import health_pb2_grpc
+
 from chatseek.embed.v1 import embed_service_pb2_grpc
 from chatseek.fusion.v1 import fusion_service_pb2_grpc
 from chatseek.ingest.v1 import ingest_service_pb2_grpc
@@ -13,7 +15,6 @@ from chatseek.unitize.v1 import unitize_service_pb2_grpc
 from chatseek.vector.v1 import vector_service_pb2_grpc
 from chatseek_core.client import aio_channel
 from chatseek_core.settings import Settings
-from grpc_health.v1 import health_pb2_grpc
 
 __all__ = ["Peers", "connect_peers"]
 

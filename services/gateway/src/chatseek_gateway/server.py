@@ -8,7 +8,6 @@ from chatseek.gateway.v1 import gateway_service_pb2_grpc
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
-
 from chatseek_gateway.peers import Peers, connect_peers
 from chatseek_gateway.service import GatewayServicer
 

