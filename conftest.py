@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-EVAL_DIR = Path(__file__).resolve().parent.parent / "shared" / "eval"
+ROOT = Path(__file__).resolve().parent
+EVAL_DIR = ROOT.parent / "shared" / "eval"
+
+# Tests import with importlib (several services have a test_server.py), so shared test helpers
+# (uniquely named modules such as helpers_store.py) are found through these paths.
+for _tests_dir in [
+    ROOT,
+    *sorted(ROOT.glob("services/*/tests")),
+    *sorted(ROOT.glob("libs/*/tests")),
+]:
+    if str(_tests_dir) not in sys.path:
+        sys.path.append(str(_tests_dir))
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import grpc
+
 from chatseek.embed.v1 import embed_service_pb2_grpc
 from chatseek_core.aio import to_thread
 from chatseek_core.errors import ChatseekError
@@ -79,7 +81,7 @@ def create_server(settings: Settings, deps: Deps) -> Running:
     """Bind the server on ``settings.listen``; the caller starts it."""
     servicer = EmbedServicer(deps)
 
-    def register(server: object) -> list[str]:
+    def register(server: grpc.aio.Server) -> list[str]:
         embed_service_pb2_grpc.add_EmbedServiceServicer_to_server(servicer, server)
         return ["chatseek.embed.v1.EmbedService"]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import grpc
+
 from chatseek.gateway.v1 import gateway_service_pb2_grpc
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
@@ -28,7 +30,7 @@ def create_server(settings: Settings, deps: Deps) -> Running:
     """Bind the server on ``settings.listen``; the caller starts it."""
     servicer = GatewayServicer(deps)
 
-    def register(server: object) -> list[str]:
+    def register(server: grpc.aio.Server) -> list[str]:
         gateway_service_pb2_grpc.add_GatewayServiceServicer_to_server(servicer, server)
         return ["chatseek.gateway.v1.GatewayService"]
 

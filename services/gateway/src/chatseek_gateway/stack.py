@@ -157,10 +157,10 @@ def up(
     pending = set(SERVICES)
     while pending:
         for name in sorted(pending):
-            proc = started.get(name)
-            if proc is not None and proc.poll() is not None:
+            child = started.get(name)
+            if child is not None and child.poll() is not None:
                 raise StackError(
-                    f"{name} exited with code {proc.returncode} while starting; "
+                    f"{name} exited with code {child.returncode} while starting; "
                     f"see {settings.run_dir / (name + '.out')}"
                 )
             if check(settings.addr(name), timeout=HEALTH_TIMEOUT_S) == "SERVING":

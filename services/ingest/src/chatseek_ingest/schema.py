@@ -118,7 +118,8 @@ CREATE INDEX messages_by_sender ON messages(account, sender_id);
 CREATE TABLE media (
     mid INTEGER PRIMARY KEY REFERENCES messages(mid) ON DELETE CASCADE,
     kind TEXT NOT NULL CHECK (kind IN ('photo', 'video', 'voice', 'video_note', 'audio',
-        'sticker', 'animation', 'document', 'poll', 'contact', 'location', 'venue')),
+        'sticker', 'animation', 'document', 'poll', 'contact', 'location', 'venue', 'todo',
+        'game', 'invoice')),
     file_name TEXT,
     mime TEXT,
     size INTEGER,

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import grpc
+
 from chatseek.ingest.v1 import ingest_service_pb2_grpc
+from chatseek.lexical.v1 import lexical_service_pb2, lexical_service_pb2_grpc
+from chatseek.unitize.v1 import unitize_service_pb2, unitize_service_pb2_grpc
 from chatseek_core import db
+from chatseek_core.consumer import Nudger
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
-
 from chatseek_ingest.schema import MIGRATIONS, OWNER
 from chatseek_ingest.service import IngestServicer
 
@@ -22,20 +26,35 @@ class Deps:
 
     settings: Settings
     pool: db.ThreadConnections
+    nudger: Nudger
 
 
 def open_deps(settings: Settings) -> Deps:
-    """Open and migrate ``ingest.db``."""
+    """Open and migrate ``ingest.db``; prepare nudges for its consumers."""
     pool = db.ThreadConnections(settings.db_path(OWNER))
     db.migrate(pool.get(), OWNER, MIGRATIONS)
-    return Deps(settings=settings, pool=pool)
+    nudger = Nudger(
+        [
+            (
+                settings.addr("unitize"),
+                unitize_service_pb2_grpc.UnitizeServiceStub,
+                unitize_service_pb2.NotifyRequest,
+            ),
+            (
+                settings.addr("lexical"),
+                lexical_service_pb2_grpc.LexicalServiceStub,
+                lexical_service_pb2.NotifyRequest,
+            ),
+        ]
+    )
+    return Deps(settings=settings, pool=pool, nudger=nudger)
 
 
 def create_server(settings: Settings, deps: Deps) -> Running:
     """Bind the server on ``settings.listen``; the caller starts it."""
     servicer = IngestServicer(deps)
 
-    def register(server: object) -> list[str]:
+    def register(server: grpc.aio.Server) -> list[str]:
         ingest_service_pb2_grpc.add_IngestServiceServicer_to_server(servicer, server)
         return ["chatseek.ingest.v1.IngestService"]
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import grpc
+
 from chatseek.lexical.v1 import lexical_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
-
 from chatseek_lexical.schema import MIGRATIONS, OWNER
 from chatseek_lexical.service import LexicalServicer
 
@@ -38,7 +39,7 @@ def create_server(settings: Settings, deps: Deps) -> Running:
     """Bind the server on ``settings.listen``; the caller starts it."""
     servicer = LexicalServicer(deps)
 
-    def register(server: object) -> list[str]:
+    def register(server: grpc.aio.Server) -> list[str]:
         lexical_service_pb2_grpc.add_LexicalServiceServicer_to_server(servicer, server)
         return ["chatseek.lexical.v1.LexicalService"]
 

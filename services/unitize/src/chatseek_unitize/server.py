@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import grpc
+
 from chatseek.unitize.v1 import unitize_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
-
 from chatseek_unitize.schema import MIGRATIONS, OWNER
 from chatseek_unitize.service import UnitizeServicer
 
@@ -38,7 +39,7 @@ def create_server(settings: Settings, deps: Deps) -> Running:
     """Bind the server on ``settings.listen``; the caller starts it."""
     servicer = UnitizeServicer(deps)
 
-    def register(server: object) -> list[str]:
+    def register(server: grpc.aio.Server) -> list[str]:
         unitize_service_pb2_grpc.add_UnitizeServiceServicer_to_server(servicer, server)
         return ["chatseek.unitize.v1.UnitizeService"]
 

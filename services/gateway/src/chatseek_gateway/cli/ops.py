@@ -7,8 +7,9 @@ import json
 import sys
 from typing import Any
 
+from chatseek_core import config as config_file
 from chatseek_core.errors import AlreadyExists, Unavailable
-from chatseek_gateway import config_file, stack
+from chatseek_gateway import stack
 from chatseek_gateway.cli.common import call, emit, settings
 
 __all__ = ["register"]

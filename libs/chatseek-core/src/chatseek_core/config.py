@@ -1,4 +1,4 @@
-"""The user config file (``$CHATSEEK_HOME/config.toml``), owned by the gateway.
+"""The user config file (``$CHATSEEK_HOME/config.toml``): written by the gateway, read by all.
 
 Every key is optional; the defaults below are the documented ones. The file and its directory
 are private (0600 / 0700) because it may hold the Telegram API hash. ``load`` re-reads the file

@@ -1,0 +1,109 @@
+"""The arithmetic of hybrid search: weighted Reciprocal Rank Fusion, normalisation, the reaction
+bonus and overlap dedup. Pure functions, no I/O.
+
+* RRF: a candidate's fused score is Σ over lists of ``weight / (k + rank)``, ranks from 1.
+* Scores are min-max normalised within the candidate set: they order one answer and mean
+  nothing across two searches.
+* The reaction bonus is ``w · log1p(r) / (1 + log1p(r))``: bounded by ``w``, saturating.
+* Dedup drops a hit when at least ``overlap`` of its message ids already belong to a better hit
+  of the same chat.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "DEFAULT_RRF_K",
+    "Fused",
+    "dedup",
+    "minmax",
+    "reaction_bonus",
+    "rrf",
+]
+
+DEFAULT_RRF_K = 60
+
+
+@dataclass
+class Fused:
+    """One candidate after fusion: its score, the lists that found it and its rank in each."""
+
+    unit_id: int
+    score: float
+    by: list[str] = field(default_factory=list)
+    ranks: dict[str, int] = field(default_factory=dict)
+
+
+def rrf(
+    lists: Mapping[str, Sequence[int]],
+    weights: Mapping[str, float] | None = None,
+    k: int = DEFAULT_RRF_K,
+) -> list[Fused]:
+    """Fuse ranked lists of unit ids; best first, ties broken by unit id.
+
+    Args:
+        lists: list name → unit ids, best first (duplicates after the first are ignored).
+        weights: list name → weight (default 1.0 each); a weight of 0 drops the list.
+        k: the RRF constant.
+    """
+    fused: dict[int, Fused] = {}
+    for name, ids in lists.items():
+        weight = 1.0 if weights is None else weights.get(name, 1.0)
+        seen: set[int] = set()
+        rank = 0
+        for unit_id in ids:
+            if unit_id in seen:
+                continue
+            seen.add(unit_id)
+            rank += 1
+            entry = fused.setdefault(unit_id, Fused(unit_id=unit_id, score=0.0))
+            entry.ranks[name] = rank
+            if weight > 0:
+                entry.score += weight / (k + rank)
+                entry.by.append(name)
+    out = [f for f in fused.values() if f.by]
+    out.sort(key=lambda f: (-f.score, f.unit_id))
+    return out
+
+
+def minmax(scores: Sequence[float]) -> list[float]:
+    """Scale scores to [0, 1] within the set; all-equal scores become 1.0."""
+    if not scores:
+        return []
+    low, high = min(scores), max(scores)
+    if math.isclose(high, low):
+        return [1.0 for _ in scores]
+    return [(s - low) / (high - low) for s in scores]
+
+
+def reaction_bonus(reactions: int, weight: float) -> float:
+    """``weight · log1p(r) / (1 + log1p(r))`` — 0 for no reactions, approaching ``weight``."""
+    if reactions <= 0 or weight <= 0:
+        return 0.0
+    x = math.log1p(reactions)
+    return weight * x / (1.0 + x)
+
+
+def dedup(ordered: Sequence[tuple[int, int, Sequence[int]]], overlap: float = 0.5) -> list[int]:
+    """Keep the hits that are not mostly covered by a better hit of the same chat.
+
+    Args:
+        ordered: ``(unit_id, chat_key, msg_ids)`` best first; ``chat_key`` identifies the chat.
+        overlap: the covered share at which a hit is dropped.
+
+    Returns:
+        The kept unit ids, in order.
+    """
+    covered: dict[int, set[int]] = {}
+    kept = []
+    for unit_id, chat_key, msg_ids in ordered:
+        ids = set(msg_ids)
+        seen = covered.setdefault(chat_key, set())
+        if ids and len(ids & seen) / len(ids) >= overlap:
+            continue
+        kept.append(unit_id)
+        seen.update(ids)
+    return kept

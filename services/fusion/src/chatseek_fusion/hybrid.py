@@ -1,0 +1,330 @@
+"""Hybrid search over units: ranked lists → weighted RRF → cross-encoder rerank → dedup → hits.
+
+Invariants:
+* Degrade, never silence: a dense list that cannot run (no vectors, another model, embed down)
+  is skipped with a warning saying why; a reranker that cannot run leaves the fused order and
+  says so. Hits always say which lists found them (``by``).
+* Scores are within-result-set numbers: min-max normalised over the candidates, plus the
+  bounded reaction bonus. They order one answer and compare across nothing else.
+* The lists are fetched ``max(k, rerank_top)`` deep; ranking never invents a unit that no list
+  returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from chatseek_core.config import SearchConfig
+from chatseek_core.db import Connection
+from chatseek_core.errors import ChatseekError, InvalidArgument
+from chatseek_core.links import deep_link, locator
+from chatseek_core.text import stems
+from chatseek_fusion.fuse import dedup, minmax, reaction_bonus, rrf
+from chatseek_fusion.store import (
+    ChatInfo,
+    MessageRow,
+    UnitRow,
+    load_chats,
+    load_messages,
+    load_units,
+    render_line,
+)
+
+__all__ = [
+    "DEFAULT_KINDS",
+    "ListFilter",
+    "Neighbours",
+    "SearchConfig",
+    "SearchParams",
+    "Signals",
+    "search",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KINDS = ("window", "thread", "post")
+MODES = ("hybrid", "lexical", "dense")
+RERANK_TEXT_CHARS = 2000
+MAX_K = 100
+
+
+@dataclass(frozen=True)
+class ListFilter:
+    """Scope and filters every list applies inside its own query."""
+
+    accounts: tuple[str, ...]
+    chat_ids: tuple[int, ...]
+    since: int
+    until: int
+    kinds: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """The dense list: ``(unit_id, cosine)`` best first, plus why it may be partial."""
+
+    units: list[tuple[int, float]]
+    warnings: list[dict[str, str]] = field(default_factory=list)
+    embedded_only_elsewhere: list[int] = field(default_factory=list)
+
+
+class Signals(Protocol):
+    """Where the ranked lists and the reranker come from (gRPC peers in production)."""
+
+    async def words(self, query: str, flt: ListFilter, limit: int) -> list[tuple[int, float, int]]:
+        """Units by BM25: ``(unit_id, score, 0)``."""
+        ...
+
+    async def messages(
+        self, query: str, flt: ListFilter, limit: int
+    ) -> list[tuple[int, float, int]]:
+        """Messages by BM25 mapped to units: ``(unit_id, score, best_msg_id)``."""
+        ...
+
+    async def meaning(self, query: str, flt: ListFilter, limit: int) -> Neighbours:
+        """Units by cosine to the embedded query."""
+        ...
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        """Cross-encoder scores, one per text."""
+        ...
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """One search request, resolved (chats are ids, dates are unix seconds)."""
+
+    query: str
+    flt: ListFilter
+    mode: str = "hybrid"
+    k: int = 10
+    rerank: bool | None = None
+    full: bool = False
+
+
+def _warning(code: str, message: str) -> dict[str, str]:
+    return {"code": code, "message": message}
+
+
+async def _gather_lists(
+    signals: Signals, params: SearchParams, depth: int, warnings: list[dict[str, str]]
+) -> tuple[dict[str, list[int]], dict[int, int], dict[int, float]]:
+    want_words = params.mode in ("hybrid", "lexical")
+    want_meaning = params.mode in ("hybrid", "dense")
+
+    async def nothing() -> Any:
+        return None
+
+    words_task = signals.words(params.query, params.flt, depth) if want_words else nothing()
+    msgs_task = signals.messages(params.query, params.flt, depth) if want_words else nothing()
+    meaning_task = signals.meaning(params.query, params.flt, depth) if want_meaning else nothing()
+    results: list[Any] = list(
+        await asyncio.gather(words_task, msgs_task, meaning_task, return_exceptions=True)
+    )
+    words, msgs, meaning = results
+    lists: dict[str, list[int]] = {}
+    best_msg: dict[int, int] = {}
+    cosines: dict[int, float] = {}
+    for name, result in (("words", words), ("messages", msgs)):
+        if result is None:
+            continue
+        if isinstance(result, BaseException):
+            raise result
+        lists[name] = [unit_id for unit_id, _, _ in result]
+        if name == "messages":
+            for unit_id, _, msg_id in result:
+                best_msg.setdefault(unit_id, msg_id)
+    if isinstance(meaning, ChatseekError):
+        warnings.append(_warning("DENSE_UNAVAILABLE", f"meaning search skipped: {meaning.message}"))
+    elif isinstance(meaning, BaseException):
+        raise meaning
+    elif isinstance(meaning, Neighbours):
+        lists["meaning"] = [unit_id for unit_id, _ in meaning.units]
+        cosines = dict(meaning.units)
+        warnings.extend(meaning.warnings)
+        if meaning.embedded_only_elsewhere:
+            warnings.append(
+                _warning(
+                    "EMBEDDED_ONLY_ELSEWHERE",
+                    "chats embedded only under another model: "
+                    + ", ".join(str(c) for c in meaning.embedded_only_elsewhere),
+                )
+            )
+    return lists, best_msg, cosines
+
+
+def _anchor(unit: UnitRow, messages: dict[int, MessageRow], best: int | None, query: str) -> int:
+    if best is not None and best in messages:
+        return best
+    wanted = set(stems(query))
+    best_id, best_overlap = unit.msg_ids[0], 0
+    for msg_id in unit.msg_ids:
+        m = messages.get(msg_id)
+        if m is None:
+            continue
+        overlap = len(wanted & set(stems(f"{m.text} {m.media_text or ''}")))
+        if overlap > best_overlap:
+            best_id, best_overlap = msg_id, overlap
+    return best_id
+
+
+def _snippet(unit: UnitRow, messages: dict[int, MessageRow], anchor: int, limit: int) -> str:
+    """The anchor's line first, then its unit neighbours (nearest first, shown in order)."""
+    order = [i for i in unit.msg_ids if i in messages]
+    if anchor not in order:
+        return unit.text[:limit]
+    first = render_line(messages[anchor])
+    used = len(first)
+    pos = order.index(anchor)
+    picked: list[int] = []
+    step = 1
+    while used < limit and (pos - step >= 0 or pos + step < len(order)):
+        for index in (pos + step, pos - step):
+            if 0 <= index < len(order):
+                line = render_line(messages[order[index]])
+                if used + len(line) + 1 <= limit:
+                    picked.append(index)
+                    used += len(line) + 1
+        step += 1
+    rest = [render_line(messages[order[i]]) for i in sorted(picked)]
+    return "\n".join([first, *rest]) if rest else first[: max(limit, 1)]
+
+
+def _iso(ts: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _hit(
+    rank: int,
+    score: float,
+    by: list[str],
+    unit: UnitRow,
+    chat: ChatInfo | None,
+    messages: dict[int, MessageRow],
+    best: int | None,
+    params: SearchParams,
+    config: SearchConfig,
+    cosine: float | None,
+) -> dict[str, Any]:
+    anchor = _anchor(unit, messages, best, params.query)
+    topic = messages[anchor].topic_id if anchor in messages else None
+    chat_type = chat.type if chat else "supergroup"
+    link, fallback = deep_link(
+        chat_type, unit.chat_id, chat.username if chat else None, anchor, topic
+    )
+    hit: dict[str, Any] = {
+        "rank": rank,
+        "score": round(score, 6),
+        "score_meaning": "within-result-set only: orders this answer, comparable to nothing else",
+        "by": by,
+        "kind": unit.kind,
+        "unit_id": unit.unit_id,
+        "chat": chat.to_dict() if chat else {"account": unit.account, "id": unit.chat_id},
+        "date_range": {"start": _iso(unit.start_date), "end": _iso(unit.end_date)},
+        "anchor_msg_id": anchor,
+        "link": link,
+        "fallback_link": fallback,
+        "locators": [locator(unit.account, unit.chat_id, i) for i in unit.msg_ids],
+        "snippet": _snippet(unit, messages, anchor, config.snippet_chars),
+        "msg_ids": list(unit.msg_ids),
+        "senders": list(unit.senders),
+        "reactions": unit.reactions,
+    }
+    if cosine is not None:
+        hit["cosine"] = round(cosine, 6)
+    if params.full:
+        hit["text"] = unit.text
+    return hit
+
+
+async def search(
+    conn: Connection,
+    signals: Signals,
+    params: SearchParams,
+    config: SearchConfig,
+    *,
+    default_rerank: bool = True,
+) -> dict[str, Any]:
+    """Run one hybrid search; returns ``{hits, warnings, mode, reranked, …}``.
+
+    Raises:
+        InvalidArgument: an unknown mode, an empty query or k out of range.
+    """
+    if params.mode not in MODES:
+        raise InvalidArgument(
+            f"mode {params.mode!r} is not hybrid, lexical or dense",
+            metadata={"field": "mode"},
+        )
+    if not params.query.strip():
+        raise InvalidArgument("the query is empty", metadata={"field": "query"})
+    if not 1 <= params.k <= MAX_K:
+        raise InvalidArgument(f"k must be between 1 and {MAX_K}", metadata={"field": "k"})
+    warnings: list[dict[str, str]] = []
+    rerank = (config.rerank and default_rerank) if params.rerank is None else params.rerank
+    depth = max(params.k, config.rerank_top)
+    lists, best_msg, cosines = await _gather_lists(signals, params, depth, warnings)
+    weights = {
+        "words": config.words_weight,
+        "messages": config.messages_weight,
+        "meaning": config.meaning_weight,
+    }
+    fused = rrf(lists, weights, k=config.rrf_k)
+    pool = fused[: config.rerank_top] if rerank else fused[:depth]
+    units = load_units(conn, [f.unit_id for f in pool])
+    pool = [f for f in pool if f.unit_id in units]
+    base = minmax([f.score for f in pool])
+    reranked = False
+    if rerank and pool:
+        try:
+            texts = [units[f.unit_id].text[:RERANK_TEXT_CHARS] for f in pool]
+            base = minmax(await signals.rerank(params.query, texts))
+            reranked = True
+        except ChatseekError as exc:
+            warnings.append(_warning("RERANK_UNAVAILABLE", f"kept the fused order: {exc.message}"))
+    final = [
+        (b + reaction_bonus(units[f.unit_id].reactions, config.reaction_weight), f)
+        for b, f in zip(base, pool, strict=True)
+    ]
+    final.sort(key=lambda pair: (-pair[0], pair[1].unit_id))
+    chat_index: dict[tuple[str, int], int] = {}
+    ordered = []
+    for _, f in final:
+        u = units[f.unit_id]
+        key = chat_index.setdefault((u.account, u.chat_id), len(chat_index))
+        ordered.append((f.unit_id, key, u.msg_ids))
+    kept = set(dedup(ordered, config.dedup_overlap)[: params.k])
+    chosen = [(score, f) for score, f in final if f.unit_id in kept][: params.k]
+    chats = load_chats(
+        conn, {(units[f.unit_id].account, units[f.unit_id].chat_id) for _, f in chosen}
+    )
+    hits = []
+    for rank, (score, f) in enumerate(chosen, start=1):
+        u = units[f.unit_id]
+        messages = load_messages(conn, u.account, u.chat_id, u.msg_ids)
+        by = ["words" if name in ("words", "messages") else name for name in f.by]
+        hits.append(
+            _hit(
+                rank,
+                score,
+                sorted(set(by), key=by.index),
+                u,
+                chats.get((u.account, u.chat_id)),
+                messages,
+                best_msg.get(f.unit_id),
+                params,
+                config,
+                cosines.get(f.unit_id),
+            )
+        )
+    return {
+        "hits": hits,
+        "warnings": warnings,
+        "mode": params.mode,
+        "reranked": reranked,
+        "lists": {name: len(ids) for name, ids in lists.items()},
+    }

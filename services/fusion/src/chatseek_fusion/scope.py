@@ -1,0 +1,67 @@
+"""Turning a request's chat specs, source and account into the list filter every list applies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from chatseek.ingest.v1 import ingest_service_pb2
+from chatseek_core.client import call
+from chatseek_core.errors import InvalidArgument
+from chatseek_fusion.hybrid import ListFilter
+
+__all__ = ["resolve_scope"]
+
+SCOPE_TIMEOUT_S = 10.0
+
+
+async def resolve_scope(
+    ingest: Any,
+    *,
+    chats: Sequence[str],
+    source: str,
+    account: str,
+    default_account: str,
+    since: int,
+    until: int,
+    kinds: Sequence[str],
+) -> tuple[ListFilter, list[dict[str, Any]]]:
+    """Resolve chat specs through ingest; returns the filter and the coverage of searched chats.
+
+    Raises:
+        InvalidArgument: an unknown source.
+        ChatNotFound / AmbiguousName: from ingest, for specs that name nothing.
+    """
+    if source not in ("", "telegram", "all"):
+        raise InvalidArgument(
+            f"source {source!r} is not telegram or all", metadata={"field": "source"}
+        )
+    every_account = source == "all" and not account
+    accounts = ["*"] if every_account else [account or default_account]
+    reply = await call(
+        ingest.ListChats,
+        ingest_service_pb2.ListChatsRequest(accounts=accounts, specs=list(chats)),
+        timeout=SCOPE_TIMEOUT_S,
+        idempotent=True,
+        peer="ingest",
+    )
+    coverage = [
+        {
+            "account": c.chat.account,
+            "id": c.chat.chat_id,
+            "title": c.chat.title,
+            "type": c.chat.type,
+            "history_complete": c.history_complete,
+            "last_fetched_at": c.last_fetched_at or None,
+            "message_count": c.message_count,
+        }
+        for c in reply.chats
+    ]
+    flt = ListFilter(
+        accounts=() if every_account else (account or default_account,),
+        chat_ids=tuple(c.chat.chat_id for c in reply.chats) if chats else (),
+        since=since,
+        until=until,
+        kinds=tuple(kinds),
+    )
+    return flt, coverage

@@ -1,0 +1,1 @@
+"""The gateway's RPCs, one mixin per area, combined into ``GatewayServicer`` in ``service``."""

@@ -1,0 +1,31 @@
+"""Reading text out of the media of a just-imported export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chatseek_core import db
+
+__all__ = ["read_export_media"]
+
+
+def read_export_media(conn: db.Connection, root: Path, chat_ids: list[int]) -> dict[str, int]:
+    """Read the text of media files included in a just-imported export, right away.
+
+    Only rows of the imported chats whose file is inside the export folder are read; others stay
+    pending for ``chatseek extract``. Returns counts per resulting state.
+    """
+    from chatseek_ingest.extract import Limits, MediaRow, export_fetcher, extract_pending
+
+    inside = export_fetcher(root)
+    wanted = set(chat_ids)
+
+    def fetch(row: MediaRow, tmp: Path) -> Path | None:
+        if row.chat_id not in wanted or not row.extra.get("export_path"):
+            return None
+        return inside(row, tmp)
+
+    report = extract_pending(
+        conn, fetch=fetch, limits=Limits(), budget_s=0, retry_failed=False, on_progress=None
+    )
+    return report.by_state()

@@ -1,0 +1,331 @@
+"""Writes to ``ingest.db``: accounts, chats, senders, messages and media, each change on the feed.
+
+Invariants:
+* Every function here runs inside the caller's ``db.transaction``; feed events are appended in
+  that same transaction, so a reader never sees a message its consumers were not told about.
+* A message is upserted by ``(account, chat_id, msg_id)`` and keeps its ``mid``; it is announced
+  only when its content hash changed, so a repeated import or sync repeats no downstream work.
+* The original text is never overwritten by normalisation: ``norm_text`` sits beside it.
+* Extracted media text survives a re-import of the same message unless the media itself changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chatseek_core import feed
+from chatseek_core.db import Connection
+from chatseek_core.text import normalise
+from chatseek_ingest.model import ExportChat, ExportMessage
+
+__all__ = [
+    "FEED_KIND",
+    "StoreStats",
+    "delete_chat",
+    "delete_messages",
+    "ensure_account",
+    "ensure_source",
+    "message_hash",
+    "refresh_counts",
+    "set_extracted",
+    "store_messages",
+    "upsert_chat",
+]
+
+FEED_KIND = "message"
+_MENTION_TYPES = frozenset({"mention", "mention_name"})
+_LOOKUP_CHUNK = 400
+
+
+@dataclass
+class StoreStats:
+    """What one ``store_messages`` call did."""
+
+    new: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    media: dict[str, int] = field(default_factory=dict)
+    new_mids: list[int] = field(default_factory=list)
+
+
+def ensure_account(conn: Connection, account: str) -> None:
+    """Create ``account`` if it does not exist; the first account becomes the active one."""
+    conn.execute(
+        "INSERT INTO accounts (account, is_active)"
+        " VALUES (?, NOT EXISTS (SELECT 1 FROM accounts WHERE is_active = 1))"
+        " ON CONFLICT (account) DO NOTHING",
+        (account,),
+    )
+
+
+def ensure_source(conn: Connection, account: str, source_id: str, kind: str, target: str) -> None:
+    """Record a source (``import:<slug>``, ``chat:…``, ``folder:…``) if it is new."""
+    conn.execute(
+        "INSERT INTO sources (account, source_id, kind, target) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (account, source_id) DO NOTHING",
+        (account, source_id, kind, target),
+    )
+
+
+def upsert_chat(
+    conn: Connection,
+    account: str,
+    chat: ExportChat,
+    *,
+    source_id: str | None,
+    is_import: bool,
+) -> None:
+    """Insert or update a chat's descriptive columns; sync state is left untouched."""
+    conn.execute(
+        "INSERT INTO chats (account, chat_id, type, title, username, source_id, is_import)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (account, chat_id) DO UPDATE SET"
+        "  type = CASE WHEN chats.type = 'forum' AND excluded.type = 'supergroup'"
+        "         THEN chats.type ELSE excluded.type END,"
+        "  title = CASE WHEN excluded.title = '' THEN chats.title ELSE excluded.title END,"
+        "  username = COALESCE(excluded.username, chats.username),"
+        "  source_id = COALESCE(chats.source_id, excluded.source_id),"
+        "  is_import = MAX(chats.is_import, excluded.is_import)",
+        (account, chat.chat_id, chat.type, chat.title, chat.username, source_id, int(is_import)),
+    )
+
+
+def _mentions(message: ExportMessage) -> list[str]:
+    out = []
+    for entity in message.entities:
+        if entity.get("type") in _MENTION_TYPES:
+            text = str(entity.get("text", "")).lstrip("@").strip().lower()
+            if text:
+                out.append(text)
+    return out
+
+
+def message_hash(message: ExportMessage) -> str:
+    """A digest of everything about a message that derived stores depend on."""
+    media = message.media
+    parts: list[Any] = [
+        message.date,
+        message.edit_date,
+        message.kind,
+        message.sender_id,
+        message.sender_name,
+        message.text,
+        message.reply_to_msg_id,
+        message.topic_id,
+        message.reactions_total,
+        message.service_action,
+        media.kind if media else None,
+        media.file_name if media else None,
+        media.size if media else None,
+        (media.extra.get("question") if media else None),
+    ]
+    payload = json.dumps(parts, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.blake2b(payload.encode("utf-8"), digest_size=12).hexdigest()
+
+
+def _lookup(
+    conn: Connection, account: str, keys: Sequence[tuple[int, int]]
+) -> dict[tuple[int, int], tuple[int, str]]:
+    """``(chat_id, msg_id) -> (mid, content_hash)`` for the keys that are stored."""
+    found: dict[tuple[int, int], tuple[int, str]] = {}
+    for start in range(0, len(keys), _LOOKUP_CHUNK):
+        chunk = keys[start : start + _LOOKUP_CHUNK]
+        placeholders = ",".join("(?, ?)" for _ in chunk)
+        flat = [v for pair in chunk for v in pair]
+        for mid, chat_id, msg_id, content_hash in conn.execute(
+            "SELECT mid, chat_id, msg_id, content_hash FROM messages"
+            f" WHERE account = ? AND (chat_id, msg_id) IN (VALUES {placeholders})",
+            (account, *flat),
+        ):
+            found[(chat_id, msg_id)] = (mid, content_hash)
+    return found
+
+
+def store_messages(conn: Connection, account: str, messages: Sequence[ExportMessage]) -> StoreStats:
+    """Upsert ``messages`` (any chats, already upserted) and announce what changed.
+
+    Returns:
+        Counts of new, updated and unchanged messages and media by kind.
+    """
+    stats = StoreStats()
+    if not messages:
+        return stats
+    existing = _lookup(conn, account, [(m.chat_id, m.msg_id) for m in messages])
+    rows = []
+    senders: dict[int, tuple[str, str]] = {}
+    events = []
+    changed: list[ExportMessage] = []
+    for m in messages:
+        digest = message_hash(m)
+        before = existing.get((m.chat_id, m.msg_id))
+        if before is not None and before[1] == digest:
+            stats.unchanged += 1
+            continue
+        if before is None:
+            stats.new += 1
+        else:
+            stats.updated += 1
+        changed.append(m)
+        if m.sender_id is not None and m.sender_name:
+            senders[m.sender_id] = (m.sender_kind or "user", m.sender_name)
+        rows.append(
+            (
+                account,
+                m.chat_id,
+                m.msg_id,
+                m.date,
+                m.edit_date,
+                m.kind,
+                m.sender_id,
+                m.sender_name,
+                m.text,
+                json.dumps(m.entities, ensure_ascii=False) if m.entities else None,
+                normalise(m.text),
+                m.reply_to_msg_id,
+                m.reply_to_peer_id,
+                m.topic_id,
+                m.forwarded_from,
+                m.via_bot,
+                m.reactions_total,
+                json.dumps(m.reactions, ensure_ascii=False) if m.reactions else None,
+                m.service_action,
+                int(m.has_link),
+                json.dumps(_mentions(m), ensure_ascii=False),
+                digest,
+            )
+        )
+        events.append((FEED_KIND, account, m.chat_id, m.msg_id, "upsert"))
+    conn.executemany(
+        "INSERT INTO messages (account, chat_id, msg_id, date, edit_date, kind, sender_id,"
+        " sender_name, text, entities, norm_text, reply_to_msg_id, reply_to_peer_id, topic_id,"
+        " fwd_from, via_bot, reactions_total, reactions, service_action, has_link, mentions,"
+        " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (account, chat_id, msg_id) DO UPDATE SET"
+        " date = excluded.date, edit_date = excluded.edit_date, kind = excluded.kind,"
+        " sender_id = excluded.sender_id, sender_name = excluded.sender_name,"
+        " text = excluded.text, entities = excluded.entities, norm_text = excluded.norm_text,"
+        " reply_to_msg_id = excluded.reply_to_msg_id,"
+        " reply_to_peer_id = excluded.reply_to_peer_id, topic_id = excluded.topic_id,"
+        " fwd_from = excluded.fwd_from, via_bot = excluded.via_bot,"
+        " reactions_total = excluded.reactions_total, reactions = excluded.reactions,"
+        " service_action = excluded.service_action, has_link = excluded.has_link,"
+        " mentions = excluded.mentions, content_hash = excluded.content_hash",
+        rows,
+    )
+    _store_media(conn, account, changed, stats)
+    if senders:
+        conn.executemany(
+            "INSERT INTO senders (account, sender_id, kind, display_name) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (account, sender_id) DO UPDATE SET display_name = excluded.display_name",
+            [(account, sid, kind, name) for sid, (kind, name) in senders.items()],
+        )
+    feed.append(conn, events)
+    return stats
+
+
+def _store_media(
+    conn: Connection, account: str, messages: Iterable[ExportMessage], stats: StoreStats
+) -> None:
+    rows = []
+    gone = []
+    batch = list(messages)
+    mids = _lookup(conn, account, [(m.chat_id, m.msg_id) for m in batch])
+    for m in batch:
+        mid = mids[(m.chat_id, m.msg_id)][0]
+        if m.media is None:
+            gone.append((mid,))
+            continue
+        media = m.media
+        stats.media[media.kind] = stats.media.get(media.kind, 0) + 1
+        extra = dict(media.extra)
+        if media.path:
+            extra["export_path"] = media.path
+        rows.append(
+            (
+                mid,
+                media.kind,
+                media.file_name,
+                media.mime,
+                media.size,
+                json.dumps(extra, ensure_ascii=False) if extra else None,
+            )
+        )
+    if gone:
+        conn.executemany("DELETE FROM media WHERE mid = ?", gone)
+    conn.executemany(
+        "INSERT INTO media (mid, kind, file_name, mime, size, extra) VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (mid) DO UPDATE SET"
+        "  extract_state = CASE WHEN media.kind = excluded.kind"
+        "    AND media.file_name IS excluded.file_name AND media.size IS excluded.size"
+        "    THEN media.extract_state ELSE 'pending' END,"
+        "  extracted_text = CASE WHEN media.kind = excluded.kind"
+        "    AND media.file_name IS excluded.file_name AND media.size IS excluded.size"
+        "    THEN media.extracted_text ELSE NULL END,"
+        "  kind = excluded.kind, file_name = excluded.file_name, mime = excluded.mime,"
+        "  size = excluded.size, extra = excluded.extra",
+        rows,
+    )
+
+
+def set_extracted(
+    conn: Connection, mid: int, state: str, text: str | None, error: str | None = None
+) -> None:
+    """Record the outcome of reading a message's media and announce the message again."""
+    conn.execute(
+        "UPDATE media SET extract_state = ?, extracted_text = ?, extract_error = ?,"
+        " extracted_at = unixepoch() WHERE mid = ?",
+        (state, text, error, mid),
+    )
+    row = conn.execute(
+        "SELECT account, chat_id, msg_id FROM messages WHERE mid = ?", (mid,)
+    ).fetchone()
+    if row is not None and text:
+        feed.append(conn, [(FEED_KIND, row[0], row[1], row[2], "upsert")])
+
+
+def delete_messages(conn: Connection, account: str, chat_id: int, msg_ids: Sequence[int]) -> int:
+    """Delete messages (their media cascade) and announce each deletion; returns how many."""
+    deleted = 0
+    events = []
+    for msg_id in msg_ids:
+        cur = conn.execute(
+            "DELETE FROM messages WHERE account = ? AND chat_id = ? AND msg_id = ?",
+            (account, chat_id, msg_id),
+        )
+        if cur.rowcount:
+            deleted += 1
+            events.append((FEED_KIND, account, chat_id, msg_id, "delete"))
+    feed.append(conn, events)
+    return deleted
+
+
+def delete_chat(conn: Connection, account: str, chat_id: int) -> int:
+    """Delete a chat and all its messages, announcing every deletion; returns messages deleted."""
+    msg_ids = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT msg_id FROM messages WHERE account = ? AND chat_id = ?", (account, chat_id)
+        )
+    ]
+    deleted = delete_messages(conn, account, chat_id, msg_ids)
+    conn.execute("DELETE FROM tags WHERE account = ? AND chat_id = ?", (account, chat_id))
+    conn.execute("DELETE FROM chats WHERE account = ? AND chat_id = ?", (account, chat_id))
+    return deleted
+
+
+def refresh_counts(conn: Connection, account: str, chat_ids: Iterable[int]) -> None:
+    """Recompute the stored message count and newest id of chats."""
+    for chat_id in set(chat_ids):
+        conn.execute(
+            "UPDATE chats SET message_count = (SELECT COUNT(*) FROM messages m"
+            "  WHERE m.account = chats.account AND m.chat_id = chats.chat_id"
+            "  AND m.kind = 'message'),"
+            " last_msg_id = MAX(last_msg_id, COALESCE((SELECT MAX(msg_id) FROM messages m"
+            "  WHERE m.account = chats.account AND m.chat_id = chats.chat_id), 0))"
+            " WHERE account = ? AND chat_id = ?",
+            (account, chat_id),
+        )
