@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from chatseek.gateway.v1 import gateway_service_pb2_grpc
 from chatseek_gateway.facade.archive import ArchiveFacade
+from chatseek_gateway.facade.search import SearchFacade
 from chatseek_gateway.facade.status import StatusFacade
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ __all__ = ["GatewayServicer"]
 class GatewayServicer(
     StatusFacade,
     ArchiveFacade,
+    SearchFacade,
     gateway_service_pb2_grpc.GatewayServiceServicer,
 ):
     """Thin adapter: gateway request in, downstream call(s), JSON document out."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from chatseek_core import db
+from chatseek_ingest.extract import Limits, MediaRow, export_fetcher, extract_pending
 
 __all__ = ["read_export_media"]
 
@@ -15,8 +16,6 @@ def read_export_media(conn: db.Connection, root: Path, chat_ids: list[int]) -> d
     Only rows of the imported chats whose file is inside the export folder are read; others stay
     pending for ``chatseek extract``. Returns counts per resulting state.
     """
-    from chatseek_ingest.extract import Limits, MediaRow, export_fetcher, extract_pending
-
     inside = export_fetcher(root)
     wanted = set(chat_ids)
 
@@ -25,7 +24,5 @@ def read_export_media(conn: db.Connection, root: Path, chat_ids: list[int]) -> d
             return None
         return inside(row, tmp)
 
-    report = extract_pending(
-        conn, fetch=fetch, limits=Limits(), budget_s=0, retry_failed=False, on_progress=None
-    )
-    return report.by_state()
+    report = extract_pending(conn, fetch=fetch, limits=Limits())
+    return dict(report.counts)

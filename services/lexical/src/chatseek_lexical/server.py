@@ -1,4 +1,4 @@
-"""Builds the lexical gRPC server over an opened, migrated ``lexical.db``."""
+"""Builds the lexical gRPC server: the word indexes, their feed consumer and the searches."""
 
 from __future__ import annotations
 
@@ -8,13 +8,17 @@ import grpc
 
 from chatseek.lexical.v1 import lexical_service_pb2_grpc
 from chatseek_core import db
+from chatseek_core.consumer import FeedLoop
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
+from chatseek_lexical.indexer import apply_feeds
 from chatseek_lexical.schema import MIGRATIONS, OWNER
 from chatseek_lexical.service import LexicalServicer
 
 __all__ = ["Deps", "create_server", "open_deps", "start"]
+
+PRODUCERS = ("ingest", "unitize")
 
 
 @dataclass
@@ -23,16 +27,28 @@ class Deps:
 
     settings: Settings
     pool: db.ThreadConnections
+    loop: FeedLoop
+
+    def ready_to_index(self) -> bool:
+        """Whether both producers' files exist and are attached on this thread."""
+        return all(self.pool.attached(name) for name in PRODUCERS)
 
 
 def open_deps(settings: Settings) -> Deps:
     """Open and migrate ``lexical.db``; attach the producers' files read-only."""
     pool = db.ThreadConnections(
         settings.db_path(OWNER),
-        attach={"ingest": settings.db_path("ingest"), "unitize": settings.db_path("unitize")},
+        attach={name: settings.db_path(name) for name in PRODUCERS},
     )
     db.migrate(pool.get(), OWNER, MIGRATIONS)
-    return Deps(settings=settings, pool=pool)
+
+    def step() -> int:
+        if not all(pool.attached(name) for name in PRODUCERS):
+            return 0
+        return apply_feeds(pool.get())
+
+    loop = FeedLoop("lexical", step, poll_interval_s=settings.poll_interval_s)
+    return Deps(settings=settings, pool=pool, loop=loop)
 
 
 def create_server(settings: Settings, deps: Deps) -> Running:
@@ -48,7 +64,7 @@ def create_server(settings: Settings, deps: Deps) -> Running:
     async def close() -> None:
         deps.pool.close()
 
-    return Running(handle=handle, on_stop=close)
+    return Running(handle=handle, background=[deps.loop.run], on_stop=close)
 
 
 async def start(settings: Settings) -> Running:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
+
 from chatseek.lexical.v1 import lexical_service_pb2 as pb
 from chatseek.lexical.v1 import lexical_service_pb2_grpc
 from chatseek_core import db
-from chatseek_core.aio import to_thread
+from chatseek_core.aio import stream_progress, to_thread
+from chatseek_core.errors import IndexNotReady, InvalidArgument
+from chatseek_core.proto_json import operation_progress, operation_result
 from chatseek_core.status import service_status
-
+from chatseek_lexical import indexer, ranked, readiness
 from chatseek_lexical.schema import OWNER
 
 if TYPE_CHECKING:
@@ -19,6 +23,25 @@ if TYPE_CHECKING:
 __all__ = ["LexicalServicer"]
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
+MAX_LIST_LIMIT = 1000
+DEFAULT_LIST_LIMIT = 40
+
+
+def _limit(value: int) -> int:
+    if value < 0 or value > MAX_LIST_LIMIT:
+        raise InvalidArgument(
+            f"limit must be between 1 and {MAX_LIST_LIMIT}", metadata={"field": "limit"}
+        )
+    return value or DEFAULT_LIST_LIMIT
+
+
+def _filter_args(flt: pb.ListFilter) -> dict[str, Any]:
+    return {
+        "account_scope": list(flt.accounts) or None,
+        "chat_ids": list(flt.chat_ids) or None,
+        "since": flt.range.since or None,
+        "until": flt.range.until or None,
+    }
 
 
 class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
@@ -27,11 +50,111 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
 
+    def _conn(self) -> db.Connection:
+        if not self._deps.ready_to_index():
+            raise IndexNotReady(
+                "the word index has nothing to read yet: ingest or unitize has not started",
+                hint="start the stack with `chatseek stack up`",
+            )
+        return self._deps.pool.get()
+
+    async def Notify(self, request: pb.NotifyRequest, context: Ctx) -> pb.NotifyResponse:
+        self._deps.loop.nudge()
+        return pb.NotifyResponse()
+
+    async def UnitList(self, request: pb.UnitListRequest, context: Ctx) -> pb.UnitListResponse:
+        limit = _limit(request.limit)
+
+        def run() -> pb.UnitListResponse:
+            conn = self._conn()
+            found = ranked.unit_list(
+                conn,
+                request.query,
+                kinds=list(request.filter.kinds) or None,
+                limit=limit,
+                **_filter_args(request.filter),
+            )
+            return pb.UnitListResponse(
+                units=[pb.RankedUnit(unit_id=u, score=s) for u, s in found],
+                words_ready=readiness.words_ready(conn),
+            )
+
+        return await to_thread(run)
+
+    async def MessageList(
+        self, request: pb.MessageListRequest, context: Ctx
+    ) -> pb.MessageListResponse:
+        limit = _limit(request.limit)
+
+        def run() -> pb.MessageListResponse:
+            conn = self._conn()
+            found = ranked.message_list(
+                conn,
+                request.query,
+                kinds=list(request.filter.kinds) or None,
+                limit=limit,
+                **_filter_args(request.filter),
+            )
+            return pb.MessageListResponse(
+                units=[pb.RankedUnit(unit_id=u, score=s, best_msg_id=m) for u, s, m in found],
+                words_ready=readiness.words_ready(conn),
+            )
+
+        return await to_thread(run)
+
+    async def ChunkList(self, request: pb.ChunkListRequest, context: Ctx) -> pb.ChunkListResponse:
+        limit = _limit(request.limit)
+
+        def run() -> pb.ChunkListResponse:
+            conn = self._conn()
+            # AND-then-OR already widens to any word when too few chunks hold them all.
+            found = ranked.chunk_list(
+                conn, request.query, limit=limit, **_filter_args(request.filter)
+            )
+            return pb.ChunkListResponse(
+                units=[pb.RankedUnit(unit_id=u, score=s) for u, s in found],
+                words_ready=readiness.words_ready(conn),
+            )
+
+        return await to_thread(run)
+
+    async def Reindex(
+        self, request: pb.ReindexRequest, context: Ctx
+    ) -> AsyncIterator[pb.ReindexResponse]:
+        def run(on_progress: Any) -> dict[str, Any]:
+            on_progress(("reindex", 0, "dropping the word indexes"))
+            counts = indexer.rebuild(self._conn())
+            return {"messages": counts.messages, "units": counts.units, "chunks": counts.chunks}
+
+        async for kind, value in stream_progress(run):
+            if kind == "progress":
+                stage, done, note = value  # type: ignore[misc]
+                yield pb.ReindexResponse(event=operation_progress(stage, done, 0, note))
+            else:
+                yield pb.ReindexResponse(event=operation_result(value))  # type: ignore[arg-type]
+
     async def GetStatus(self, request: pb.GetStatusRequest, context: Ctx) -> pb.GetStatusResponse:
         def read() -> pb.GetStatusResponse:
             conn = self._deps.pool.get()
+            version = db.schema_version(conn, OWNER)
+            if not self._deps.ready_to_index():
+                return pb.GetStatusResponse(
+                    status=service_status(
+                        OWNER, schema_version=version, details={"words_ready": False}
+                    )
+                )
+            status = readiness.words_status(conn)
             return pb.GetStatusResponse(
-                status=service_status(OWNER, schema_version=db.schema_version(conn, OWNER))
+                status=service_status(
+                    OWNER,
+                    schema_version=version,
+                    feed_lag={f.feed: f.behind for f in status.feeds},
+                    details={
+                        "words_ready": status.ready,
+                        "messages_indexed": status.messages,
+                        "units_indexed": status.units,
+                    },
+                )
             )
 
         return await to_thread(read)

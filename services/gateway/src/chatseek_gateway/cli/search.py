@@ -1,11 +1,100 @@
-"""The ``search`` commands of the CLI."""
+"""The hybrid ``search`` command."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from typing import Any
 
-__all__ = ["register"]
+from chatseek_gateway.cli.common import call, emit
+
+__all__ = ["print_hits", "register"]
 
 
 def register(sub: Any) -> None:
-    """Add these commands to the top-level parser."""
+    """Add ``search`` to the top-level parser."""
+    p = sub.add_parser(
+        "search",
+        help="find the conversations that answer a question (words + meaning)",
+        description="Options come before the query; `--` ends them.",
+    )
+    p.add_argument("query", nargs="+", help="what to look for (natural language or keywords)")
+    p.add_argument(
+        "-c",
+        "--chat",
+        action="append",
+        default=[],
+        help="restrict to a chat: id, @username, t.me link, folder:<name>, import:<slug> or title",
+    )
+    p.add_argument("--source", choices=["telegram", "all"], default="telegram")
+    p.add_argument("--account", default="", help="account to search (default: active)")
+    p.add_argument("--since", default="", help="ISO date, month, datetime or age (7d, 3w, 6m, 1y)")
+    p.add_argument("--until", default="", help="inclusive upper bound, same forms as --since")
+    p.add_argument(
+        "--kind",
+        action="append",
+        default=[],
+        choices=["window", "thread", "post", "conversation"],
+        help="unit kinds to search (repeatable; default window, thread, post)",
+    )
+    p.add_argument("--mode", choices=["hybrid", "lexical", "dense"], default="hybrid")
+    p.add_argument("-k", "--limit", type=int, default=10, help="number of hits (1-100)")
+    p.add_argument(
+        "--rerank",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="re-score candidates with the cross-encoder (default: on when available)",
+    )
+    p.add_argument("--full", action="store_true", help="include each hit's whole unit text")
+    p.add_argument("--json", action="store_true", help="print the whole result document")
+    p.set_defaults(handler=_search)
+
+
+def print_hits(doc: dict[str, Any]) -> None:
+    """Human output: one block per hit, warnings on stderr."""
+    for warning in doc.get("warnings", []):
+        print(f"warning: {warning['message']} ({warning['code']})", file=sys.stderr)
+    hits = doc.get("hits", [])
+    if not hits:
+        print("no hits")
+        return
+    for hit in hits:
+        chat = hit.get("chat", {})
+        dates = hit.get("date_range", {})
+        print(
+            f"#{hit['rank']}  {hit['score']:.3f}  {hit['kind']}  "
+            f"{chat.get('title') or chat.get('id')}  {dates.get('start', '')} → "
+            f"{dates.get('end', '')}  [{'+'.join(hit.get('by', []))}]"
+        )
+        print(f"    {hit['link']}")
+        if hit.get("fallback_link"):
+            print(f"    {hit['fallback_link']}")
+        for line in str(hit.get("text") or hit.get("snippet", "")).splitlines():
+            print(f"    {line}")
+        print()
+
+
+def _search(args: argparse.Namespace) -> int:
+    from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek_core.proto_json import from_document
+
+    request = pb.SearchRequest(
+        query=" ".join(args.query),
+        chats=args.chat,
+        source=args.source,
+        account=args.account,
+        since=args.since,
+        until=args.until,
+        kinds=args.kind,
+        mode=args.mode,
+        k=args.limit,
+        full=args.full,
+    )
+    if args.rerank is not None:
+        request.rerank = args.rerank
+    doc = from_document(call("Search", request).result)
+    if args.json:
+        emit(doc, as_json=True)
+    else:
+        print_hits(doc)
+    return 0
