@@ -1,18 +1,22 @@
-"""Builds the vector gRPC server over an opened, migrated ``vector.db``."""
+"""Builds the vector gRPC server: vector.db, the embed stub and the background embedding loop."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
+from chatseek.embed.v1 import embed_service_pb2_grpc
 from chatseek.vector.v1 import vector_service_pb2_grpc
 from chatseek_core import db
+from chatseek_core.client import aio_channel
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
 from chatseek_vector.schema import MIGRATIONS, OWNER
 from chatseek_vector.service import VectorServicer
+from chatseek_vector.worker import Worker
 
 __all__ = ["Deps", "create_server", "open_deps", "start"]
 
@@ -23,17 +27,20 @@ class Deps:
 
     settings: Settings
     pool: db.ThreadConnections
+    worker: Worker
+    channel: Any
 
 
 def open_deps(settings: Settings) -> Deps:
-    """Open and migrate ``vector.db``; attach the producers' files read-only."""
+    """Open and migrate ``vector.db`` (with sqlite-vec), attach unitize.db, reach embed."""
     pool = db.ThreadConnections(
-        settings.db_path(OWNER),
-        vec=True,
-        attach={"ingest": settings.db_path("ingest"), "unitize": settings.db_path("unitize")},
+        settings.db_path(OWNER), vec=True, attach={"unitize": settings.db_path("unitize")}
     )
     db.migrate(pool.get(), OWNER, MIGRATIONS)
-    return Deps(settings=settings, pool=pool)
+    channel = aio_channel(settings.addr("embed"))
+    embed = embed_service_pb2_grpc.EmbedServiceStub(channel)
+    worker = Worker(pool, embed, settings.poll_interval_s)
+    return Deps(settings=settings, pool=pool, worker=worker, channel=channel)
 
 
 def create_server(settings: Settings, deps: Deps) -> Running:
@@ -48,8 +55,9 @@ def create_server(settings: Settings, deps: Deps) -> Running:
 
     async def close() -> None:
         deps.pool.close()
+        await deps.channel.close()
 
-    return Running(handle=handle, on_stop=close)
+    return Running(handle=handle, background=[deps.worker.run], on_stop=close)
 
 
 async def start(settings: Settings) -> Running:

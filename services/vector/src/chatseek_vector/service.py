@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
+import numpy as np
+
+from chatseek.common.v1 import common_pb2
+from chatseek.embed.v1 import embed_service_pb2
 from chatseek.vector.v1 import vector_service_pb2 as pb
 from chatseek.vector.v1 import vector_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.aio import to_thread
+from chatseek_core.errors import InvalidArgument
+from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
-
+from chatseek_vector import index, knn, spaces
 from chatseek_vector.schema import OWNER
 
 if TYPE_CHECKING:
@@ -19,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["VectorServicer"]
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
+DEFAULT_K = 40
 
 
 class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
@@ -27,11 +36,115 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
 
+    async def Notify(self, request: pb.NotifyRequest, context: Ctx) -> pb.NotifyResponse:
+        self._deps.worker.nudge()
+        return pb.NotifyResponse()
+
+    async def IndexUnits(
+        self, request: pb.IndexUnitsRequest, context: Ctx
+    ) -> AsyncIterator[pb.IndexUnitsResponse]:
+        queue: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
+
+        async def progress(done: int, total: int) -> None:
+            await queue.put((done, total))
+
+        task = asyncio.create_task(
+            self._deps.worker.run_pass(
+                chat_ids=list(request.chat_ids) or None,
+                reembed=request.reembed,
+                confirmed=request.confirmed,
+                on_progress=progress,
+            )
+        )
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        while True:
+            item = await queue.get()
+            if item is None:
+                break
+            yield pb.IndexUnitsResponse(
+                event=operation_progress("embed", item[0], item[1], "units")
+            )
+        result = task.result()
+        yield pb.IndexUnitsResponse(event=operation_result(result.to_dict()))
+
+    async def Knn(self, request: pb.KnnRequest, context: Ctx) -> pb.KnnResponse:
+        if request.k < 0:
+            raise InvalidArgument("k must be positive", metadata={"field": "k"})
+        worker = self._deps.worker
+        identity, _ = await worker.identity()
+        if request.vector:
+            vector = np.frombuffer(request.vector, dtype="<f4")
+        elif request.query.strip():
+            vector = (await worker.embed_texts([request.query], embed_service_pb2.ROLE_QUERY))[0]
+        else:
+            raise InvalidArgument("give a query or a vector", metadata={"field": "query"})
+        flt = knn.KnnFilter(
+            accounts=tuple(request.accounts),
+            chat_ids=tuple(request.chat_ids),
+            since=request.range.since,
+            until=request.range.until,
+            kinds=tuple(request.kinds),
+            current_chunks_only=request.current_chunks_only,
+        )
+
+        def run() -> pb.KnnResponse:
+            conn = self._deps.pool.get()
+            space = spaces.require_current(conn, identity)
+            if vector.shape[0] != space.identity.dim:
+                raise InvalidArgument(
+                    f"the query vector has {vector.shape[0]} dimensions,"
+                    f" the space {space.identity.dim}",
+                    metadata={"field": "vector"},
+                )
+            found = knn.knn(conn, space, vector, flt, request.k or DEFAULT_K)
+            pending = index.pending_count(conn, list(request.chat_ids) or None)
+            warnings = []
+            if pending:
+                warnings.append(
+                    common_pb2.Warning(
+                        code="VECTORS_PENDING",
+                        message=f"{pending} units are not embedded yet;"
+                        " `chatseek embed` fills them",
+                    )
+                )
+            return pb.KnnResponse(
+                neighbours=[pb.Neighbour(unit_id=u, cosine=c, chat_id=ch) for u, c, ch in found],
+                pending=pending,
+                warnings=warnings,
+            )
+
+        return await to_thread(run)
+
+    async def EmbedStatus(
+        self, request: pb.EmbedStatusRequest, context: Ctx
+    ) -> pb.EmbedStatusResponse:
+        def read() -> dict[str, Any]:
+            conn = self._deps.pool.get()
+            return index.status(conn, spaces.current_space(conn))
+
+        return pb.EmbedStatusResponse(result=document(await to_thread(read)))
+
     async def GetStatus(self, request: pb.GetStatusRequest, context: Ctx) -> pb.GetStatusResponse:
         def read() -> pb.GetStatusResponse:
             conn = self._deps.pool.get()
+            space = spaces.current_space(conn)
+            lag = 0
+            if self._deps.worker.ready():
+                from chatseek_core import feed
+
+                lag = feed.head(conn, "unitize") - feed.cursor(conn, index.FEED)
             return pb.GetStatusResponse(
-                status=service_status(OWNER, schema_version=db.schema_version(conn, OWNER))
+                status=service_status(
+                    OWNER,
+                    schema_version=db.schema_version(conn, OWNER),
+                    feed_lag={"unitize": lag},
+                    details={
+                        "model": space.identity.model if space else None,
+                        "dim": space.identity.dim if space else None,
+                        "pending": index.pending_count(conn),
+                        "last_error": self._deps.worker.last_error,
+                    },
+                )
             )
 
         return await to_thread(read)

@@ -1,0 +1,159 @@
+"""The vector service: feed → pending → vectors through the embed service, KNN and its guards."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from chatseek.vector.v1 import vector_service_pb2 as pb
+from chatseek.vector.v1 import vector_service_pb2_grpc
+
+from chatseek_core import db, errors, feed
+from chatseek_core.client import call, decode_error
+from chatseek_core.proto_json import from_document
+from chatseek_core.testing import serving, temp_settings
+from chatseek_embed import server as embed_server
+from chatseek_unitize.schema import MIGRATIONS as UNITIZE_MIGRATIONS
+from chatseek_vector import server as vector_server
+from chatseek_vector.index import remove_unit
+
+TEXTS = {
+    1: "[2024-05-01 10:00] Ann: how do I open a bank account without a residence permit",
+    2: "[2024-05-01 11:00] Bob: the hike to the waterfall starts at the bridge",
+    3: "[2024-05-02 09:00] Cat: renting a flat needs a deposit of two months",
+    4: "[2024-05-03 09:00] Dan: which SIM card works in the mountains",
+}
+
+
+def _write_units(path: Path, units: dict[int, str], chat_id: int = -100123) -> None:
+    conn = db.connect(path)
+    db.migrate(conn, "unitize", UNITIZE_MIGRATIONS)
+    with db.transaction(conn):
+        for unit_id, text in units.items():
+            digest = hashlib.sha256(text.encode()).hexdigest()
+            conn.execute(
+                "INSERT INTO units (unit_id, account, chat_id, kind, key, first_msg_id,"
+                " last_msg_id, start_date, end_date, msg_ids, senders, text, content_hash,"
+                " recipe) VALUES (?, 'default', ?, 'window', ?, ?, ?, ?, ?, ?, '[]', ?, ?, 1)"
+                " ON CONFLICT (unit_id) DO UPDATE SET text = excluded.text,"
+                " content_hash = excluded.content_hash",
+                (
+                    unit_id,
+                    chat_id,
+                    f"w:{unit_id}",
+                    unit_id,
+                    unit_id,
+                    1714550000 + unit_id,
+                    1714550000 + unit_id,
+                    json.dumps([unit_id]),
+                    text,
+                    digest,
+                ),
+            )
+            feed.append(conn, [("unit", "default", chat_id, unit_id, "upsert")])
+    conn.close()
+
+
+async def _index(stub: Any, **kwargs: Any) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    try:
+        async for response in stub.IndexUnits(pb.IndexUnitsRequest(**kwargs), timeout=60):
+            if response.event.WhichOneof("event") == "result":
+                result = from_document(response.event.result)
+    except grpc.aio.AioRpcError as err:
+        raise decode_error(err) from None
+    return result
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[tuple[Any, Path]]:
+    """The embed service (fake models) and the vector service in-process."""
+    embed_settings = temp_settings(tmp_path, "embed")
+    async with serving(
+        embed_server.create_server(embed_settings, embed_server.load_models(embed_settings))
+    ) as embed_addr:
+        settings = temp_settings(
+            tmp_path,
+            "vector",
+            {"CHATSEEK_EMBED_ADDR": embed_addr, "CHATSEEK_POLL_INTERVAL_S": "60"},
+        )
+        _write_units(settings.db_path("unitize"), TEXTS)
+        async with serving(
+            vector_server.create_server(settings, vector_server.open_deps(settings))
+        ) as addr:
+            async with grpc.aio.insecure_channel(addr) as channel:
+                yield vector_service_pb2_grpc.VectorServiceStub(channel), tmp_path
+
+
+async def test_embedding_fills_the_index_and_knn_finds_the_right_unit(
+    stack: tuple[Any, Path],
+) -> None:
+    stub, _ = stack
+    report = await _index(stub)
+    assert report["remaining"] == 0
+    reply = await call(stub.Knn, pb.KnnRequest(query="open a bank account", k=2))
+    assert reply.neighbours[0].unit_id == 1
+    assert -1.0 <= reply.neighbours[0].cosine <= 1.0
+    status = from_document((await call(stub.EmbedStatus, pb.EmbedStatusRequest())).result)
+    assert status["total_pending"] == 0
+    assert status["chats"][0]["embedded"] == len(TEXTS)
+
+
+async def test_knn_filters_by_chat_and_date_inside_the_scan(stack: tuple[Any, Path]) -> None:
+    stub, _ = stack
+    await _index(stub)
+    none = await call(stub.Knn, pb.KnnRequest(query="bank", chat_ids=[-999], k=5))
+    assert list(none.neighbours) == []
+    late = await call(
+        stub.Knn,
+        pb.KnnRequest(query="bank account", k=5, range={"since": 1714550003}),
+    )
+    assert {n.unit_id for n in late.neighbours} == {3, 4}
+
+
+async def test_identical_text_is_embedded_once(stack: tuple[Any, Path]) -> None:
+    stub, home = stack
+    await _index(stub)
+    _write_units(home / "data" / "unitize.db", {5: TEXTS[1]}, chat_id=-100999)
+    report = await _index(stub)
+    assert report == {"embedded": 0, "cached": 1, "skipped": 0, "remaining": 0}
+
+
+async def test_a_different_model_refuses_dense_search_until_reembed(
+    stack: tuple[Any, Path],
+) -> None:
+    stub, home = stack
+    await _index(stub)
+    conn = db.connect(home / "data" / "vector.db", vec=True)
+    with db.transaction(conn):
+        conn.execute("UPDATE spaces SET model = 'another-model'")
+    conn.close()
+    with pytest.raises(errors.EmbeddingSpaceMismatch):
+        await call(stub.Knn, pb.KnnRequest(query="bank", k=2))
+    report = await _index(stub, reembed=True)
+    assert report["remaining"] == 0
+    reply = await call(stub.Knn, pb.KnnRequest(query="bank account", k=1))
+    assert reply.neighbours[0].unit_id == 1
+
+
+async def test_a_deleted_unit_loses_its_vector_and_unshared_cache_entry(
+    stack: tuple[Any, Path],
+) -> None:
+    stub, home = stack
+    await _index(stub)
+    conn = db.connect(home / "data" / "vector.db", vec=True)
+    db.attach_readonly(conn, home / "data" / "unitize.db", "unitize")
+    with db.transaction(conn):
+        remove_unit(conn, 2)
+    counts = conn.execute(
+        "SELECT (SELECT COUNT(*) FROM embedded_units), (SELECT COUNT(*) FROM vector_cache)"
+    ).fetchone()
+    assert tuple(counts) == (3, 3)
+    conn.close()
+    reply = await call(stub.Knn, pb.KnnRequest(query="hike waterfall bridge", k=4))
+    assert 2 not in {n.unit_id for n in reply.neighbours}
