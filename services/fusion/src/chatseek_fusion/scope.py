@@ -10,7 +10,7 @@ from chatseek_core.client import call
 from chatseek_core.errors import InvalidArgument
 from chatseek_fusion.hybrid import ListFilter
 
-__all__ = ["resolve_scope"]
+__all__ = ["resolve_one", "resolve_scope"]
 
 SCOPE_TIMEOUT_S = 10.0
 
@@ -65,3 +65,23 @@ async def resolve_scope(
         kinds=tuple(kinds),
     )
     return flt, coverage
+
+
+async def resolve_one(ingest: Any, spec: str, account: str) -> tuple[str, int]:
+    """The ``(account, chat_id)`` a reader's chat spec names; it must name exactly one chat.
+
+    Raises:
+        InvalidArgument: the spec is empty.
+        ChatNotFound / AmbiguousName: from ingest.
+    """
+    if not spec.strip():
+        raise InvalidArgument("name a chat", metadata={"field": "chat"})
+    reply = await call(
+        ingest.ListChats,
+        ingest_service_pb2.ListChatsRequest(accounts=[account], specs=[spec], exactly_one=True),
+        timeout=SCOPE_TIMEOUT_S,
+        idempotent=True,
+        peer="ingest",
+    )
+    chat = reply.chats[0].chat
+    return chat.account, int(chat.chat_id)

@@ -8,9 +8,10 @@ import grpc
 
 from chatseek.fusion.v1 import fusion_service_pb2 as pb
 from chatseek.fusion.v1 import fusion_service_pb2_grpc
+from chatseek_core.aio import to_thread
 from chatseek_core.proto_json import document
-from chatseek_fusion import hybrid
-from chatseek_fusion.scope import resolve_scope
+from chatseek_fusion import conversations, hybrid, readers
+from chatseek_fusion.scope import resolve_one, resolve_scope
 
 if TYPE_CHECKING:
     from chatseek_fusion.server import Deps
@@ -50,3 +51,53 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
         result = await hybrid.search(conn, deps.signals, params, deps.config)
         result["coverage"] = {"chats": coverage}
         return pb.SearchResponse(result=document(result))
+
+    async def SearchConversations(
+        self, request: pb.SearchConversationsRequest, context: Ctx
+    ) -> pb.SearchConversationsResponse:
+        deps = self._deps
+        flt, coverage = await resolve_scope(
+            deps.ingest,
+            chats=list(request.chats),
+            source=request.source,
+            account=request.account,
+            default_account=deps.settings.account,
+            since=0,
+            until=0,
+            kinds=["conversation"],
+        )
+        result = await conversations.search_conversations(
+            deps.pool.get(), deps.signals, request.question, flt, request.k or 10, request.since
+        )
+        result["coverage"] = {"chats": coverage}
+        return pb.SearchConversationsResponse(result=document(result))
+
+    async def Thread(self, request: pb.ThreadRequest, context: Ctx) -> pb.ThreadResponse:
+        account, chat_id = await resolve_one(
+            self._deps.ingest, request.chat, request.account or self._deps.settings.account
+        )
+        doc = await to_thread(
+            lambda: readers.thread(self._deps.pool.get(), account, chat_id, request.msg_id)
+        )
+        return pb.ThreadResponse(result=document(doc))
+
+    async def Context(self, request: pb.ContextRequest, context: Ctx) -> pb.ContextResponse:
+        account, chat_id = await resolve_one(
+            self._deps.ingest, request.chat, request.account or self._deps.settings.account
+        )
+        before = request.before if request.HasField("before") else readers.DEFAULT_AROUND
+        after = request.after if request.HasField("after") else readers.DEFAULT_AROUND
+        doc = await to_thread(
+            lambda: readers.context(
+                self._deps.pool.get(), account, chat_id, request.msg_id, before, after
+            )
+        )
+        return pb.ContextResponse(result=document(doc))
+
+    async def Evidence(self, request: pb.EvidenceRequest, context: Ctx) -> pb.EvidenceResponse:
+        doc = await to_thread(
+            lambda: readers.evidence(
+                self._deps.pool.get(), list(request.locators), request.max_chars
+            )
+        )
+        return pb.EvidenceResponse(result=document(doc))

@@ -362,6 +362,7 @@ class ContextRequest(_message.Message):
     chat: _builtins.str
     msg_id: _builtins.int
     before: _builtins.int
+    """Messages before and after; unset = 15 each."""
     after: _builtins.int
     def __init__(
         self,
@@ -369,14 +370,21 @@ class ContextRequest(_message.Message):
         account: _builtins.str = ...,
         chat: _builtins.str = ...,
         msg_id: _builtins.int = ...,
-        before: _builtins.int = ...,
-        after: _builtins.int = ...,
+        before: _builtins.int | None = ...,
+        after: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_before", b"_before", "after", b"after", "before", b"before"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "after", b"after", "before", b"before", "chat", b"chat", "msg_id", b"msg_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_before", b"_before", "account", b"account", "after", b"after", "before", b"before", "chat", b"chat", "msg_id", b"msg_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__after: _TypeAlias = _typing.Literal["after"]  # noqa: Y015
+    _WhichOneofArgType__after: _TypeAlias = _typing.Literal["_after", b"_after"]  # noqa: Y015
+    _WhichOneofReturnType__before: _TypeAlias = _typing.Literal["before"]  # noqa: Y015
+    _WhichOneofArgType__before: _TypeAlias = _typing.Literal["_before", b"_before"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__after) -> _WhichOneofReturnType__after | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__before) -> _WhichOneofReturnType__before | None: ...
 
 Global___ContextRequest: _TypeAlias = ContextRequest  # noqa: Y015
 
