@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from chatseek.gateway.v1 import gateway_service_pb2_grpc
 from chatseek_gateway.facade.archive import ArchiveFacade
+from chatseek_gateway.facade.indexes import IndexesFacade
+from chatseek_gateway.facade.readers import ReadersFacade
 from chatseek_gateway.facade.search import SearchFacade
 from chatseek_gateway.facade.status import StatusFacade
 
@@ -19,6 +21,8 @@ class GatewayServicer(
     StatusFacade,
     ArchiveFacade,
     SearchFacade,
+    ReadersFacade,
+    IndexesFacade,
     gateway_service_pb2_grpc.GatewayServiceServicer,
 ):
     """Thin adapter: gateway request in, downstream call(s), JSON document out."""

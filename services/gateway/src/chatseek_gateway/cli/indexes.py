@@ -1,11 +1,75 @@
-"""The ``indexes`` commands of the CLI."""
+"""The index commands: ``embed`` (and ``embed status``) and ``reindex``."""
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
+
+from chatseek_gateway.cli.common import call, emit, gateway, run_operation
 
 __all__ = ["register"]
 
+LONG_TIMEOUT_S = 24 * 3600.0
+
 
 def register(sub: Any) -> None:
-    """Add these commands to the top-level parser."""
+    """Add the index commands to the top-level parser."""
+    p = sub.add_parser(
+        "embed",
+        help="embed the units that have no vector yet (`embed status` reports progress)",
+    )
+    p.add_argument("action", nargs="?", choices=["status"], help="status: what is embedded")
+    p.add_argument("-c", "--chat", action="append", default=[], help="restrict to chats")
+    p.add_argument("--reembed", action="store_true", help="drop every vector and start over")
+    p.add_argument("--yes", action="store_true", help="confirm sending text to a hosted model")
+    p.add_argument("--account", default="")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_embed)
+
+    p = sub.add_parser("reindex", help="rebuild a derived index from its sources")
+    p.add_argument("target", choices=["lexical", "vector"])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_reindex)
+
+
+def _embed(args: argparse.Namespace) -> int:
+    from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek_core.proto_json import from_document
+
+    if args.action == "status":
+        doc = from_document(call("EmbedStatus", pb.EmbedStatusRequest(account=args.account)).result)
+        if args.json:
+            emit(doc, as_json=True)
+            return 0
+        print(f"model {doc.get('model')} ({doc.get('dim')}-d); pending {doc.get('total_pending')}")
+        for chat in doc.get("chats", []):
+            print(
+                f"  {chat['chat_id']:>16}  embedded {chat['embedded']:>7}  "
+                f"pending {chat['pending']:>7}"
+            )
+        return 0
+    request = pb.EmbedRequest(
+        account=args.account, chats=args.chat, reembed=args.reembed, yes=args.yes
+    )
+    report = run_operation(gateway().Embed(request, timeout=LONG_TIMEOUT_S))
+    if args.json:
+        emit(report, as_json=True)
+    else:
+        print(
+            f"embedded {report.get('embedded', 0)}, from cache {report.get('cached', 0)}, "
+            f"remaining {report.get('remaining', 0)}"
+        )
+    return 0
+
+
+def _reindex(args: argparse.Namespace) -> int:
+    from chatseek.gateway.v1 import gateway_service_pb2 as pb
+
+    report = run_operation(
+        gateway().Reindex(pb.ReindexRequest(target=args.target), timeout=LONG_TIMEOUT_S)
+    )
+    if args.json:
+        emit(report, as_json=True)
+    else:
+        print(f"reindexed {args.target}: " + ", ".join(f"{k} {v}" for k, v in report.items()))
+    return 0
