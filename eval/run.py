@@ -1,0 +1,460 @@
+"""``make eval``: retrieval and reconstruction quality on ``../shared/eval``.
+
+Brings up a private local stack (fresh ports, a temp home) with the packaged all-MiniLM-L6-v2
+model, imports the public dev sets through the real CLI, waits until every index has caught up,
+builds conversations, then asks every question through the gateway's gRPC facade — the same
+path the CLI takes, minus process start — restricted to its own chat. Metrics come from the
+shared scoring tools themselves (``tools/retrieval_eval.py``, ``tools/disentangle_eval.py``),
+imported by path so our numbers mean exactly what theirs do.
+
+Writes ``eval/results/<timestamp>.json`` and ``.md`` with a PNG chart, and prints the change
+against ``eval/baseline.json``. Without ``../shared/eval`` it says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+EVAL_DATA = ROOT.parent / "shared" / "eval"
+RESULTS = ROOT / "eval" / "results"
+BASELINE = ROOT / "eval" / "baseline.json"
+SETTLE_TIMEOUT_S = 1800.0
+SETTLE_POLL_S = 1.0
+K = 10
+MODES = ("lexical", "dense", "hybrid")
+SEARCH_TIMEOUT_S = 120.0
+PACKAGED_MODEL = "packaged:all-MiniLM-L6-v2"
+HEADLINE = ("hit", "recall", "rr", "ndcg", "recall_1k", "recall_2k", "recall_4k", "tokens")
+
+
+def _load_tool(name: str) -> ModuleType:
+    path = EVAL_DATA / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"shared_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _free_ports(count: int) -> list[int]:
+    import socket
+
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+class Stack:
+    """A private local stack for one evaluation run."""
+
+    def __init__(self, home: Path, rerank_model: str) -> None:
+        from chatseek_core.settings import SERVICES, load_settings
+
+        self.env = dict(os.environ)
+        self.env.update(
+            {
+                "CHATSEEK_HOME": str(home),
+                "CHATSEEK_EMBED_BACKEND": "local",
+                "CHATSEEK_EMBED_MODEL": PACKAGED_MODEL,
+                "CHATSEEK_RERANK_MODEL": rerank_model,
+                "CHATSEEK_FAKE_MODELS": "0",
+                "CHATSEEK_POLL_INTERVAL_S": "0.5",
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+            }
+        )
+        for name, port in zip(SERVICES, _free_ports(len(SERVICES)), strict=True):
+            self.env[f"CHATSEEK_{name.upper()}_ADDR"] = f"127.0.0.1:{port}"
+        self.settings = load_settings(env=self.env)
+        self._stub: Any = None
+
+    def __enter__(self) -> Stack:
+        from chatseek_gateway import stack
+
+        stack.up(self.settings, env=self.env, timeout_s=600)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from chatseek_gateway import stack
+
+        stack.down(self.settings)
+
+    @property
+    def stub(self) -> Any:
+        if self._stub is None:
+            from chatseek.gateway.v1 import gateway_service_pb2_grpc
+            from chatseek_core.client import sync_channel
+
+            self._stub = gateway_service_pb2_grpc.GatewayServiceStub(
+                sync_channel(self.settings.addr("gateway"))
+            )
+        return self._stub
+
+    def cli(self, *args: str) -> Any:
+        proc = subprocess.run(
+            [sys.executable, "-m", "chatseek_gateway.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=SETTLE_TIMEOUT_S,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"chatseek {' '.join(args)} failed: {proc.stderr.strip()}")
+        return json.loads(proc.stdout) if "--json" in args else proc.stdout
+
+    def status(self) -> dict[str, Any]:
+        from chatseek.gateway.v1 import gateway_service_pb2 as pb
+        from chatseek_core.proto_json import from_document
+
+        doc = from_document(self.stub.Status(pb.StatusRequest(), timeout=30).result)
+        return {s["name"]: s for s in doc["services"]}
+
+    def settle(self) -> None:
+        """Wait until unitize, lexical and vector have consumed everything and embedded it."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while time.monotonic() < deadline:
+            st = self.status()
+            lags = [
+                v
+                for name in ("unitize", "lexical", "vector")
+                for v in st[name]["feed_lag"].values()
+            ]
+            pending = st["vector"]["details"].get("pending") or 0
+            ready = st["lexical"]["details"].get("words_ready")
+            if not any(lags) and not pending and ready:
+                return
+            time.sleep(SETTLE_POLL_S)
+        raise RuntimeError("the indexes did not settle in time")
+
+
+def _import_all(stack: Stack, folders: Iterable[tuple[str, Path]]) -> dict[str, list[int]]:
+    """Import each export; returns folder → our chat ids."""
+    chat_ids: dict[str, list[int]] = {}
+    for key, folder in folders:
+        report = stack.cli("import", str(folder), "--json")
+        chat_ids[key] = [int(c["id"]) for c in report["chats"]]
+    return chat_ids
+
+
+# --- retrieval ---
+
+
+def _search(
+    stack: Stack, mode: str, question: str, chat_ids: list[int], rerank: bool
+) -> tuple[list[dict[str, Any]], float]:
+    from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek_core.proto_json import from_document
+
+    if mode == "conversations":
+        request = pb.SearchConversationsRequest(
+            question=question, chats=[str(c) for c in chat_ids], k=K
+        )
+        started = time.perf_counter()
+        doc = from_document(
+            stack.stub.SearchConversations(request, timeout=SEARCH_TIMEOUT_S).result
+        )
+        took = time.perf_counter() - started
+        hits = [
+            {"ids": r["conversation"].get("msg_ids", []), "text": r["chunk"]["text"]}
+            for r in doc["results"]
+        ]
+        return hits, took
+    request = pb.SearchRequest(
+        query=question,
+        chats=[str(c) for c in chat_ids],
+        mode="hybrid" if mode == "hybrid+rerank" else mode,
+        k=K,
+        full=True,
+        rerank=rerank,
+    )
+    started = time.perf_counter()
+    doc = from_document(stack.stub.Search(request, timeout=SEARCH_TIMEOUT_S).result)
+    took = time.perf_counter() - started
+    return [{"ids": h["msg_ids"], "text": h.get("text", "")} for h in doc["hits"]], took
+
+
+def _summarise(tool: ModuleType, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[row["category"]].append(row)
+    summary: dict[str, Any] = OrderedDict()
+    for name in sorted(groups):
+        if name != "adversarial":
+            summary[name] = tool.aggregate(groups[name])
+    summary["overall"] = tool.aggregate([r for r in rows if not r["adversarial"]])
+    if groups.get("adversarial"):
+        summary["adversarial"] = tool.aggregate(groups["adversarial"])
+        summary["overall+adv"] = tool.aggregate(rows)
+    return summary
+
+
+def retrieval(
+    stack: Stack,
+    tool: ModuleType,
+    dataset: str,
+    chat_ids: dict[str, list[int]],
+    modes: Iterable[str],
+    limit: int | None,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    """Every question of one dataset in every mode; per-mode summaries by category."""
+    queries = [
+        json.loads(line)
+        for line in (EVAL_DATA / dataset / "queries.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
+    queries = [q for q in queries if q.get("gold_message_ids")][: limit or None]
+    exports = EVAL_DATA / dataset / ("merged" if dataset == "tgif" else "exports")
+    texts = {
+        folder: tool.export_texts(str(exports / folder / "result.json"))
+        for folder in {q["chat_folder"] for q in queries}
+    }
+    out: dict[str, Any] = {}
+    for mode in modes:
+        rows = []
+        for q in queries:
+            try:
+                hits, took = _search(
+                    stack, mode, q["question"], chat_ids[q["chat_folder"]], mode == "hybrid+rerank"
+                )
+                error = None
+            except Exception as exc:  # a failed query scores 0, as the shared tool does
+                hits, took, error = [], None, str(exc)
+            metrics = tool.score_query(
+                q["gold_message_ids"], hits, K, texts[q["chat_folder"]], "auto"
+            )
+            rows.append(
+                {
+                    "qid": q["qid"],
+                    "category": "adversarial" if q.get("adversarial") else q["category"],
+                    "adversarial": bool(q.get("adversarial")),
+                    "metrics": metrics,
+                    "latency_s": took,
+                    "error": error,
+                }
+            )
+        out[mode] = _summarise(tool, rows)
+        overall = out[mode]["overall"]
+        progress(
+            f"{dataset:<7} {mode:<14} R@10 {overall['recall']:.3f}  hit@10 {overall['hit']:.3f}"
+            f"  MRR {overall['rr']:.3f}  R@2k {overall['recall_2k']:.3f}"
+            f"  p50 {overall.get('latency_p50_s', float('nan'))}s"
+        )
+    return out
+
+
+# --- conversation reconstruction ---
+
+
+def disentanglement(stack: Stack, chat_ids: dict[str, list[int]]) -> dict[str, Any]:
+    """Link and conversation scores on the IRC dev split, ours beside the baselines."""
+    tool = _load_tool("disentangle_eval")
+    gold_dir = EVAL_DATA / "irc" / "gold"
+    gold = tool.load_gold([str(gold_dir)])
+    ours: dict[str, Any] = {}
+    previous: dict[str, Any] = {}
+    heuristic: dict[str, Any] = {}
+    for folder in gold:
+        links = stack.cli("conversations", "links", "--chat", str(chat_ids[folder][0]), "--json")
+        ours[folder] = tool.norm_pred(links)
+        export = tool.load_export(str(EVAL_DATA / "irc" / "exports"), folder)
+        previous[folder] = (
+            "links",
+            tool.baseline_links(export, "previous", 20, "self", "previous"),
+        )
+        heuristic[folder] = ("links", tool.baseline_links(export, "heuristic", 20, "self", "self"))
+    scored = {
+        "ours": tool.score(gold, ours),
+        "previous": tool.score(gold, previous),
+        "heuristic(w=20,self)": tool.score(gold, heuristic),
+    }
+    for result in scored.values():
+        result.pop("per_file", None)
+    return scored
+
+
+# --- reporting ---
+
+
+def _chart(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    budgets = ["recall_1k", "recall_2k", "recall_4k"]
+    for mode, summary in results.get("locomo", {}).items():
+        overall = summary["overall"]
+        axes[0].plot([1, 2, 4], [overall[b] for b in budgets], marker="o", label=mode)
+    axes[0].set(
+        xlabel="token budget (k)", ylabel="evidence recall", title="LoCoMo: recall vs budget"
+    )
+    axes[0].legend()
+    irc = results.get("irc", {})
+    if irc:
+        names = list(irc)
+        axes[1].bar(names, [(irc[n].get("link") or {}).get("f1", 0) for n in names])
+        axes[1].set(title="IRC dev: link F1", ylabel="F1")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _markdown(results: dict[str, Any], stamp: str, delta: list[str]) -> str:
+    lines = [f"# chatseek eval — {stamp}", ""]
+    for dataset in ("locomo", "ru", "tgif"):
+        if dataset not in results:
+            continue
+        lines += [
+            f"## {dataset}",
+            "",
+            "| mode | category | n | hit@10 | R@10 | MRR | nDCG@10 | R@1k | R@2k | R@4k"
+            " | tok@10 | p50 s | p95 s |",
+            "|" + "---|" * 13,
+        ]
+        for mode, summary in results[dataset].items():
+            for category, agg in summary.items():
+                if agg is None:
+                    continue
+                lines.append(
+                    f"| {mode} | {category} | {agg['n']} | {agg['hit']:.3f} | {agg['recall']:.3f}"
+                    f" | {agg['rr']:.3f} | {agg['ndcg']:.3f} | {agg['recall_1k']:.3f}"
+                    f" | {agg['recall_2k']:.3f} | {agg['recall_4k']:.3f} | {agg['tokens']:.0f}"
+                    f" | {agg.get('latency_p50_s', '-')} | {agg.get('latency_p95_s', '-')} |"
+                )
+        lines.append("")
+    if "irc" in results:
+        lines += [
+            "## IRC conversation reconstruction (dev)",
+            "",
+            "```",
+            json.dumps(results["irc"], indent=1)[:4000],
+            "```",
+            "",
+        ]
+    if delta:
+        lines += ["## Change against eval/baseline.json", "", *[f"- {d}" for d in delta], ""]
+    lines.append(f"![chart]({stamp}.png)")
+    return "\n".join(lines)
+
+
+def _headline(results: dict[str, Any]) -> dict[str, float]:
+    flat: dict[str, float] = {}
+    for dataset in ("locomo", "ru", "tgif"):
+        for mode, summary in results.get(dataset, {}).items():
+            overall = summary.get("overall")
+            if overall:
+                for key in HEADLINE:
+                    flat[f"{dataset}.{mode}.{key}"] = overall[key]
+    return flat
+
+
+def _compare(current: dict[str, float]) -> list[str]:
+    if not BASELINE.exists():
+        return ["no baseline yet (copy the headline block of this run to eval/baseline.json)"]
+    base = json.loads(BASELINE.read_text())
+    out = []
+    for key, value in current.items():
+        if key in base and not key.endswith("tokens"):
+            change = value - base[key]
+            if abs(change) >= 0.001:
+                out.append(f"{key}: {base[key]:.3f} → {value:.3f} ({change:+.3f})")
+    return out or ["no change beyond ±0.001"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the evaluation; returns the exit code."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--limit", type=int, help="only the first N questions per dataset")
+    parser.add_argument("--datasets", default="locomo,ru,tgif,irc")
+    parser.add_argument("--modes", default=",".join((*MODES, "conversations")))
+    parser.add_argument("--rerank-model", default="", help="a cross-encoder to add hybrid+rerank")
+    args = parser.parse_args(argv)
+    if not EVAL_DATA.is_dir():
+        print(
+            f"eval: {EVAL_DATA} is not here; the evaluation data lives beside the repository",
+            file=sys.stderr,
+        )
+        return 0
+    datasets = args.datasets.split(",")
+    modes = args.modes.split(",") + (["hybrid+rerank"] if args.rerank_model else [])
+    tool = _load_tool("retrieval_eval")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    RESULTS.mkdir(parents=True, exist_ok=True)
+
+    def progress(line: str) -> None:
+        print(line, flush=True)
+
+    results: dict[str, Any] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="chatseek-eval-") as home,
+        Stack(Path(home), args.rerank_model) as stack,
+    ):
+        folders: list[tuple[str, Path]] = []
+        for dataset in datasets:
+            base = EVAL_DATA / dataset / ("merged" if dataset == "tgif" else "exports")
+            folders += [(f"{dataset}/{p.name}", p) for p in sorted(base.iterdir()) if p.is_dir()]
+        started = time.perf_counter()
+        ids = _import_all(stack, folders)
+        progress(f"imported {len(folders)} exports in {time.perf_counter() - started:.1f}s")
+        stack.settle()
+        progress(f"indexes settled after {time.perf_counter() - started:.1f}s")
+        stack.cli("conversations", "build", "--all")
+        progress(f"conversations built after {time.perf_counter() - started:.1f}s")
+        for dataset in ("locomo", "ru", "tgif"):
+            if dataset in datasets:
+                chat_ids = {
+                    k.split("/", 1)[1]: v for k, v in ids.items() if k.startswith(dataset + "/")
+                }
+                dataset_modes = (
+                    modes if dataset != "tgif" else [m for m in modes if m in ("lexical", "hybrid")]
+                )
+                results[dataset] = retrieval(
+                    stack, tool, dataset, chat_ids, dataset_modes, args.limit, progress
+                )
+        if "irc" in datasets:
+            irc_ids = {k.split("/", 1)[1]: v for k, v in ids.items() if k.startswith("irc/")}
+            results["irc"] = disentanglement(stack, irc_ids)
+            progress("irc: " + json.dumps({n: r.get("link") for n, r in results["irc"].items()}))
+    headline = _headline(results)
+    delta = _compare(headline)
+    document = {
+        "stamp": stamp,
+        "k": K,
+        "model": PACKAGED_MODEL,
+        "headline": headline,
+        "results": results,
+    }
+    (RESULTS / f"{stamp}.json").write_text(json.dumps(document, indent=1, ensure_ascii=False))
+    _chart(results, RESULTS / f"{stamp}.png")
+    (RESULTS / f"{stamp}.md").write_text(_markdown(results, stamp, delta))
+    (RESULTS / "latest.md").write_text(
+        _markdown(results, stamp, delta).replace(f"({stamp}.png)", f"({stamp}.png)")
+    )
+    print("\n".join(delta))
+    print(f"report: {RESULTS / (stamp + '.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
