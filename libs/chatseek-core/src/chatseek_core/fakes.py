@@ -1,14 +1,11 @@
 """Deterministic stand-ins for the embedding and reranking models, for tests and demos.
 
 Owns ``FakeEmbedder`` and ``FakeReranker``. Invariants:
-* Same input, same output, in every process: features are hashed with blake2b, never ``hash()``.
-* Texts that share stems (``chatseek_core.text.stems``) are close: ``счёт`` and ``счета`` both
-  reduce to one stem, so a Russian inflection lands on the same feature.
-* Fakes refuse exactly what the production backends refuse (a bare string, a non-string item,
-  a blank text, an unknown role, more than ``MAX_TEXTS`` texts) with the same error classes; an
-  empty batch is answered, not refused. A parity test in the embed service pins this.
-* This module never imports the embed service: ``FakeModelIdentity`` only mirrors the shape of
-  its ``ModelIdentity``.
+* Same input, same output in every process (blake2b features, never ``hash()``).
+* Texts sharing stems (``chatseek_core.text.stems``) are close, so ``счёт``/``счета`` match.
+* Fakes refuse what the production backends refuse, with the same errors, and answer an empty
+  batch; a parity test in the embed service pins this.
+* Never imports the embed service: ``FakeModelIdentity`` mirrors its ``ModelIdentity`` shape.
 """
 
 from __future__ import annotations

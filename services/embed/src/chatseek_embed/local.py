@@ -1,0 +1,652 @@
+"""The local backends: sentence-transformers embedders and cross-encoder rerankers.
+
+Owns device and precision choice, length batching and the per-process model cache. Invariants:
+* One model object per (kind, directory, device, requested precision) per process, loaded from
+  local files only; concurrent loads wait for the first; inference on it is serialised.
+* ``precision="auto"``: fp16 on mps/cuda; on cpu, bf16 only when the CPU has native bf16 and a
+  calibration on ``CALIBRATION_TEXTS`` shows ``BF16_MIN_SPEEDUP`` and agreement with fp32
+  (``BF16_MIN_COSINE`` / ``RERANK_MIN_AGREEMENT``), else fp32; ``PrecisionChoice`` says why.
+* Inputs run in length-bucketed batches under a padded-token budget and come back in input
+  order; non-finite output is an error, never returned.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
+
+import numpy as np
+import torch
+from sentence_transformers import CrossEncoder, SentenceTransformer
+
+from chatseek_core.errors import FailedPrecondition, InvalidArgument, ModelUnavailable
+from chatseek_embed.backends import (
+    ModelIdentity,
+    Role,
+    check_query,
+    check_role,
+    check_texts,
+    unit_rows,
+)
+from chatseek_embed.registry import ResolvedModel, resolve_model, role_prompts
+
+__all__ = [
+    "BF16_MIN_COSINE",
+    "BF16_MIN_SPEEDUP",
+    "CALIBRATION_TEXTS",
+    "PRECISIONS",
+    "LocalEmbedder",
+    "LocalReranker",
+    "PrecisionChoice",
+    "load_local_embedder",
+    "load_local_reranker",
+    "loaded_models",
+    "plan_batches",
+    "resolve_device",
+]
+
+log = logging.getLogger(__name__)
+
+PrecisionName = Literal["fp32", "bf16", "fp16"]
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+DTYPES: dict[PrecisionName, torch.dtype] = {
+    "fp32": torch.float32,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
+DEVICES = ("cpu", "cuda", "mps")
+DEFAULT_MAX_SEQ_LENGTH = 512
+MIN_SEQ_LENGTH = 8
+ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")
+ROBERTA_POSITION_OFFSET = 2
+TOKEN_BUDGET = {"cpu": 8192, "mps": 16384, "cuda": 65536}
+MAX_BATCH_ITEMS = {"cpu": 64, "mps": 128, "cuda": 256}
+BUCKET_RATIO = 2
+BF16_MIN_COSINE = 0.999
+BF16_MIN_SPEEDUP = 1.15
+RERANK_MIN_AGREEMENT = 0.99
+CALIBRATION_ROUNDS = 2
+CALIBRATION_TEXTS = (
+    "where did we discuss renting a flat near the river?",
+    "Кто-нибудь знает, где сделать ВНЖ быстрее чем за месяц?",
+    "invoice for October attached, please pay by Friday",
+    "Счёт за электричество пришёл в два раза больше обычного",
+    "ok",
+    "Спасибо!",
+    "The meetup moved to Saturday 18:00, same bar as last time, bring your own board games.",
+    "Подскажите хорошего стоматолога в центре, желательно говорящего по-русски или по-английски",
+    "[2026-10-01 09:15] Anna: does anyone have a spare bike pump I could borrow this weekend?",
+    "Продам детскую коляску, почти новая, самовывоз из района вокзала, цена договорная.",
+    "The landlord wants a deposit of three months and a guarantor with a local payslip.",
+    "Как перевести деньги из Сербии в Турцию без комиссии за конвертацию?",
+    "link to the form: https://example.org/apply?id=2024",
+    "Кот потерялся возле парка, рыжий, откликается на Барсик, позвоните пожалуйста",
+    "Tax residency question: do remote workers need to file here after 183 days?",
+    "Собираемся в субботу на пикник, кто берёт мангал и угли?",
+)
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """The precision a model runs in, and why.
+
+    Attributes:
+        requested: what was asked for (``auto`` or a precision).
+        resolved: what runs (``fp32``, ``bf16`` or ``fp16``).
+        reason: one line for logs and status.
+        fp32_per_s, bf16_per_s: calibration throughput (texts/s), when calibrated.
+        agreement: calibration agreement with fp32 (min cosine, or 1 - score drift).
+    """
+
+    requested: str
+    resolved: PrecisionName
+    reason: str
+    fp32_per_s: float | None = None
+    bf16_per_s: float | None = None
+    agreement: float | None = None
+
+
+M = TypeVar("M", SentenceTransformer, CrossEncoder)
+
+
+@dataclass
+class _Loaded(Generic[M]):
+    key: str
+    model: M
+    precision: PrecisionChoice
+    default_seq: int
+    seq_limit: int
+    lock: threading.Lock
+
+
+_cache: dict[str, Any] = {}
+_cache_lock = threading.Lock()
+_key_locks: dict[str, threading.Lock] = {}
+
+
+def loaded_models() -> list[str]:
+    """Keys of the models loaded in this process: ``kind:directory@device/precision``."""
+    with _cache_lock:
+        return sorted(_cache)
+
+
+def _get_or_load(key: str, loader: Callable[[], _Loaded[M]]) -> _Loaded[M]:
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        key_lock = _key_locks.setdefault(key, threading.Lock())
+    with key_lock:
+        with _cache_lock:
+            hit = _cache.get(key)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        loaded = loader()
+        with _cache_lock:
+            _cache[key] = loaded
+        return loaded
+
+
+# --- device, precision, sequence length ---
+
+
+def resolve_device(requested: str | None = None) -> str:
+    """The torch device to run on: ``requested``, or mps, else cuda, else cpu.
+
+    Raises:
+        InvalidArgument: not a cpu/cuda/mps device string.
+        FailedPrecondition: the requested accelerator is not available here.
+    """
+    if requested is None or requested.strip().lower() in ("", "auto"):
+        if torch.backends.mps.is_available():
+            return "mps"
+        if torch.cuda.is_available():
+            return "cuda"
+        return "cpu"
+    device = requested.strip().lower()
+    base = device.split(":", 1)[0]
+    if base not in DEVICES:
+        raise InvalidArgument(
+            f"unknown device {requested!r}",
+            hint="use cpu, cuda, cuda:N, mps or auto",
+            metadata={"field": "device"},
+            candidates=list(DEVICES),
+        )
+    available = {
+        "cpu": True,
+        "cuda": torch.cuda.is_available(),
+        "mps": torch.backends.mps.is_available(),
+    }[base]
+    if not available:
+        raise FailedPrecondition(
+            f"device {device} is not available on this machine",
+            hint="unset the device setting to pick one automatically",
+            metadata={"field": "device", "device": device},
+        )
+    return device
+
+
+def _check_precision(precision: str) -> str:
+    value = precision.strip().lower()
+    if value not in PRECISIONS:
+        raise InvalidArgument(
+            f"unknown precision {precision!r}",
+            hint="use auto, fp32, bf16 or fp16",
+            metadata={"field": "precision"},
+            candidates=list(PRECISIONS),
+        )
+    return value
+
+
+def _cpu_bf16_supported() -> bool:
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _position_limit(config: Any, fallback: int) -> int:
+    positions = getattr(config, "max_position_embeddings", None)
+    if not isinstance(positions, int) or positions <= 0:
+        return fallback
+    if getattr(config, "model_type", "") in ROBERTA_LIKE:
+        positions -= ROBERTA_POSITION_OFFSET
+    return positions
+
+
+def _choose_seq_length(requested: int | None, default: int, limit: int) -> int:
+    if requested is None:
+        return max(MIN_SEQ_LENGTH, min(default, DEFAULT_MAX_SEQ_LENGTH, limit))
+    if not MIN_SEQ_LENGTH <= requested <= limit:
+        raise InvalidArgument(
+            f"max_seq_length must be between {MIN_SEQ_LENGTH} and {limit} for this model",
+            metadata={"field": "max_seq_length", "limit": str(limit)},
+        )
+    return requested
+
+
+# --- batching ---
+
+
+def plan_batches(lengths: Sequence[int], token_budget: int, max_items: int) -> list[list[int]]:
+    """Group input indices into batches of similar length.
+
+    Indices are taken longest first; a batch grows while ``items × its longest length`` (the
+    padded size) stays within ``token_budget``, it holds at most ``max_items``, and the next
+    input is at least ``1 / BUCKET_RATIO`` of its longest (so short texts are not padded to the
+    length of long ones). An input longer than the budget gets a batch of its own.
+
+    Returns:
+        Lists of indices into ``lengths``; together they cover every index exactly once.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for index in order:
+        if current and (
+            len(current) >= max_items
+            or (len(current) + 1) * longest > token_budget
+            or lengths[index] * BUCKET_RATIO < longest
+        ):
+            batches.append(current)
+            current = []
+        if not current:
+            longest = max(1, lengths[index])
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _token_lengths(
+    tokenizer: Any, first: list[str], second: list[str] | None, limit: int
+) -> list[int]:
+    if second is None:
+        encoded = tokenizer(first, add_special_tokens=True, truncation=True, max_length=limit)
+    else:
+        encoded = tokenizer(
+            first, second, add_special_tokens=True, truncation=True, max_length=limit
+        )
+    return [len(ids) for ids in encoded["input_ids"]]
+
+
+def _check_finite(values: np.ndarray, identity: ModelIdentity, precision: PrecisionChoice) -> None:
+    if not np.isfinite(values).all():
+        raise ModelUnavailable(
+            f"model {identity.name} produced non-finite output",
+            hint="run it in fp32 (precision setting)",
+            metadata={"model": identity.name, "precision": precision.resolved},
+        )
+
+
+# --- calibration ---
+
+
+def _timed(run: Callable[[M], np.ndarray], model: M) -> tuple[np.ndarray, float]:
+    run(model)
+    best = float("inf")
+    out = np.zeros(0, dtype=np.float32)
+    for _ in range(CALIBRATION_ROUNDS):
+        started = time.perf_counter()
+        out = run(model)
+        best = min(best, time.perf_counter() - started)
+    return out, max(best, 1e-9)
+
+
+def _choose_cpu_precision(
+    fp32_model: M,
+    run: Callable[[M], np.ndarray],
+    agreement: Callable[[np.ndarray, np.ndarray], float],
+    min_agreement: float,
+) -> tuple[M, PrecisionChoice]:
+    if not _cpu_bf16_supported():
+        return fp32_model, PrecisionChoice("auto", "fp32", "this CPU has no native bf16")
+    candidate = copy.deepcopy(fp32_model).to(torch.bfloat16)
+    reference, fp32_s = _timed(run, fp32_model)
+    result, bf16_s = _timed(run, candidate)
+    count = len(CALIBRATION_TEXTS)
+    agree = agreement(reference, result)
+    speedup = fp32_s / bf16_s
+    numbers = {
+        "fp32_per_s": count / fp32_s,
+        "bf16_per_s": count / bf16_s,
+        "agreement": agree,
+    }
+    if agree >= min_agreement and speedup >= BF16_MIN_SPEEDUP:
+        reason = f"bf16 is {speedup:.2f}x faster with agreement {agree:.5f}"
+        return candidate, PrecisionChoice("auto", "bf16", reason, **numbers)
+    if agree < min_agreement:
+        reason = f"bf16 agreement {agree:.5f} is below {min_agreement}"
+    else:
+        reason = f"bf16 is only {speedup:.2f}x faster"
+    return fp32_model, PrecisionChoice("auto", "fp32", reason, **numbers)
+
+
+def _min_cosine(reference: np.ndarray, candidate: np.ndarray) -> float:
+    a, b = unit_rows(reference), unit_rows(candidate)
+    return float(np.min(np.sum(a * b, axis=1)))
+
+
+def _score_agreement(reference: np.ndarray, candidate: np.ndarray) -> float:
+    spread = max(1.0, float(np.ptp(reference)))
+    return 1.0 - float(np.max(np.abs(reference - candidate))) / spread
+
+
+def _explicit_or_default(requested: str, device: str) -> PrecisionChoice | None:
+    """The precision decided without calibration, or None when cpu ``auto`` must calibrate."""
+    if requested != "auto":
+        return PrecisionChoice(requested, requested, "requested")  # type: ignore[arg-type]
+    if device.startswith(("cuda", "mps")):
+        return PrecisionChoice("auto", "fp16", f"fp16 is the default on {device}")
+    return None
+
+
+def _load_failure(resolved: ResolvedModel, exc: Exception) -> ModelUnavailable:
+    return ModelUnavailable(
+        f"model {resolved.name} cannot be loaded from {resolved.directory}",
+        hint=f"chatseek models verify {resolved.name}",
+        metadata={"model": resolved.name, "error": type(exc).__name__},
+    )
+
+
+# --- embedder ---
+
+
+def _load_embedder_model(
+    resolved: ResolvedModel, device: str, requested: str, key: str
+) -> _Loaded[SentenceTransformer]:
+    started = time.perf_counter()
+    fixed = _explicit_or_default(requested, device)
+    dtype = DTYPES[fixed.resolved] if fixed is not None else torch.float32
+    try:
+        model = SentenceTransformer(
+            str(resolved.directory),
+            device=device,
+            local_files_only=True,
+            model_kwargs={"dtype": dtype},
+        )
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        raise _load_failure(resolved, exc) from exc
+    default_seq = int(model.max_seq_length or DEFAULT_MAX_SEQ_LENGTH)
+    limit = _position_limit(
+        getattr(getattr(model[0], "auto_model", None), "config", None), default_seq
+    )
+    model.max_seq_length = _choose_seq_length(None, default_seq, limit)
+    if fixed is None:
+
+        def run(m: SentenceTransformer) -> np.ndarray:
+            return np.asarray(
+                m.encode(
+                    list(CALIBRATION_TEXTS),
+                    batch_size=len(CALIBRATION_TEXTS),
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                ),
+                dtype=np.float32,
+            )
+
+        model, precision = _choose_cpu_precision(model, run, _min_cosine, BF16_MIN_COSINE)
+    else:
+        precision = fixed
+    model.eval()
+    log.info(
+        "loaded embedder %s on %s in %s (%s) in %.1fs",
+        resolved.name,
+        device,
+        precision.resolved,
+        precision.reason,
+        time.perf_counter() - started,
+    )
+    return _Loaded(key, model, precision, default_seq, limit, threading.Lock())
+
+
+class LocalEmbedder:
+    """A sentence-transformers model behind the ``Embedder`` contract.
+
+    Build it with ``load_local_embedder``; instances built for the same model share one model
+    object and its lock.
+    """
+
+    def __init__(
+        self,
+        loaded: _Loaded[SentenceTransformer],
+        identity: ModelIdentity,
+        prompts: dict[str, str],
+        device: str,
+    ) -> None:
+        self._loaded = loaded
+        self.identity = identity
+        self.prompts = dict(prompts)
+        self.device = device
+        self._budget = TOKEN_BUDGET[device.split(":", 1)[0]]
+        self._max_items = MAX_BATCH_ITEMS[device.split(":", 1)[0]]
+
+    @property
+    def precision(self) -> PrecisionChoice:
+        """The precision the shared model runs in, and why."""
+        return self._loaded.precision
+
+    def embed(self, texts: Sequence[str], *, role: Role) -> np.ndarray:
+        """Embed ``texts`` with the model's prefix for ``role``.
+
+        Returns:
+            float32 ``(len(texts), dim)``, rows of unit length, in input order.
+
+        Raises:
+            InvalidArgument: see ``backends.check_texts`` / ``check_role``.
+            ModelUnavailable: the model produced non-finite values.
+        """
+        prefix = self.prompts[check_role(role)]
+        items = check_texts(texts)
+        dim = self.identity.dim
+        out = np.zeros((len(items), dim), dtype=np.float32)
+        if not items:
+            return out
+        seq = self.identity.max_seq_length
+        with self._loaded.lock:
+            model = self._loaded.model
+            model.max_seq_length = seq
+            lengths = _token_lengths(model.tokenizer, [prefix + t for t in items], None, seq)
+            for batch in plan_batches(lengths, self._budget, self._max_items):
+                vectors = model.encode(
+                    [items[i] for i in batch],
+                    prompt=prefix or None,
+                    batch_size=len(batch),
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+                out[batch] = np.asarray(vectors, dtype=np.float32)
+        _check_finite(out, self.identity, self.precision)
+        return unit_rows(out)
+
+
+def _model_prompts(model: SentenceTransformer, name: str) -> dict[str, str]:
+    """The model's own non-empty prompts, falling back to the registry's table per role."""
+    own = {k: v for k, v in (getattr(model, "prompts", None) or {}).items() if v}
+    table = role_prompts(name)
+    return {
+        "query": own.get("query") or table["query"],
+        "passage": own.get("passage") or own.get("document") or table["passage"],
+    }
+
+
+def load_local_embedder(
+    model: str,
+    *,
+    device: str | None = None,
+    precision: str = "auto",
+    max_seq_length: int | None = None,
+    cache_dir: Path | None = None,
+) -> LocalEmbedder:
+    """Load (or reuse) a sentence-transformers embedder.
+
+    Args:
+        model: hub id (from the local HF cache) or model directory.
+        device: ``cpu``, ``cuda[:N]``, ``mps``, or None/``auto`` (mps, else cuda, else cpu).
+        precision: ``auto``, ``fp32``, ``bf16`` or ``fp16`` (see the module docstring).
+        max_seq_length: tokens kept per text; default ``min(model's own, 512)``.
+        cache_dir: HF cache to resolve hub ids in.
+
+    Raises:
+        ModelNotFound: the model is not available locally (hint: how to download it).
+        ModelUnavailable: its files cannot be loaded.
+        InvalidArgument: bad device, precision or max_seq_length.
+        FailedPrecondition: the requested accelerator is absent.
+    """
+    requested = _check_precision(precision)
+    dev = resolve_device(device)
+    resolved = resolve_model(model, cache_dir=cache_dir)
+    key = f"embed:{resolved.directory}@{dev}/{requested}"
+    loaded = _get_or_load(key, lambda: _load_embedder_model(resolved, dev, requested, key))
+    seq = _choose_seq_length(max_seq_length, loaded.default_seq, loaded.seq_limit)
+    dim = loaded.model.get_embedding_dimension()
+    if not dim:
+        raise _load_failure(resolved, ValueError("no embedding dimension"))
+    identity = ModelIdentity(
+        name=resolved.name,
+        revision=resolved.revision,
+        dim=int(dim),
+        max_seq_length=seq,
+        normalized=True,
+        kind="embed",
+    )
+    return LocalEmbedder(loaded, identity, _model_prompts(loaded.model, resolved.name), dev)
+
+
+# --- reranker ---
+
+
+def _load_reranker_model(
+    resolved: ResolvedModel, device: str, requested: str, key: str
+) -> _Loaded[CrossEncoder]:
+    started = time.perf_counter()
+    fixed = _explicit_or_default(requested, device)
+    dtype = DTYPES[fixed.resolved] if fixed is not None else torch.float32
+    try:
+        model = CrossEncoder(
+            str(resolved.directory),
+            device=device,
+            local_files_only=True,
+            model_kwargs={"dtype": dtype},
+            activation_fn=torch.nn.Identity(),
+        )
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        raise _load_failure(resolved, exc) from exc
+    if model.num_labels != 1:
+        raise InvalidArgument(
+            f"model {resolved.name} is not a single-score cross-encoder",
+            hint="use a reranker such as BAAI/bge-reranker-v2-m3",
+            metadata={"model": resolved.name, "num_labels": str(model.num_labels)},
+        )
+    limit = _position_limit(model.config, DEFAULT_MAX_SEQ_LENGTH)
+    default_seq = min(int(model.max_seq_length or limit), limit)
+    model.max_seq_length = _choose_seq_length(None, default_seq, limit)
+    if fixed is None:
+        query = CALIBRATION_TEXTS[0]
+        pairs = [(query, text) for text in CALIBRATION_TEXTS]
+
+        def run(m: CrossEncoder) -> np.ndarray:
+            scores = m.predict(
+                pairs, batch_size=len(pairs), convert_to_numpy=True, show_progress_bar=False
+            )
+            return np.asarray(scores, dtype=np.float32).reshape(-1)
+
+        model, precision = _choose_cpu_precision(model, run, _score_agreement, RERANK_MIN_AGREEMENT)
+    else:
+        precision = fixed
+    model.eval()
+    log.info(
+        "loaded reranker %s on %s in %s (%s) in %.1fs",
+        resolved.name,
+        device,
+        precision.resolved,
+        precision.reason,
+        time.perf_counter() - started,
+    )
+    return _Loaded(key, model, precision, default_seq, limit, threading.Lock())
+
+
+class LocalReranker:
+    """A sentence-transformers ``CrossEncoder`` behind the ``Reranker`` contract.
+
+    Scores are the model's raw logits (no sigmoid), so nothing saturates into ties; they are
+    comparable only within one call.
+    """
+
+    def __init__(self, loaded: _Loaded[CrossEncoder], identity: ModelIdentity, device: str) -> None:
+        self._loaded = loaded
+        self.identity = identity
+        self.device = device
+        self._budget = TOKEN_BUDGET[device.split(":", 1)[0]]
+        self._max_items = MAX_BATCH_ITEMS[device.split(":", 1)[0]]
+
+    @property
+    def precision(self) -> PrecisionChoice:
+        """The precision the shared model runs in, and why."""
+        return self._loaded.precision
+
+    def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        """One score per text, in input order; higher means more relevant.
+
+        Raises:
+            InvalidArgument: see ``backends.check_query`` / ``check_texts``.
+            ModelUnavailable: the model produced non-finite scores.
+        """
+        question = check_query(query)
+        items = check_texts(texts)
+        if not items:
+            return []
+        scores = np.zeros(len(items), dtype=np.float32)
+        seq = self.identity.max_seq_length
+        with self._loaded.lock:
+            model = self._loaded.model
+            model.max_seq_length = seq
+            lengths = _token_lengths(model.tokenizer, [question] * len(items), items, seq)
+            for batch in plan_batches(lengths, self._budget, self._max_items):
+                result = model.predict(
+                    [(question, items[i]) for i in batch],
+                    batch_size=len(batch),
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+                scores[batch] = np.asarray(result, dtype=np.float32).reshape(-1)
+        _check_finite(scores, self.identity, self.precision)
+        return [float(s) for s in scores]
+
+
+def load_local_reranker(
+    model: str,
+    *,
+    device: str | None = None,
+    precision: str = "auto",
+    max_seq_length: int | None = None,
+    cache_dir: Path | None = None,
+) -> LocalReranker:
+    """Load (or reuse) a cross-encoder reranker.
+
+    Arguments and errors are those of ``load_local_embedder``; ``max_seq_length`` bounds the
+    (query, text) pair. A model with more than one output label is refused (InvalidArgument).
+    """
+    requested = _check_precision(precision)
+    dev = resolve_device(device)
+    resolved = resolve_model(model, cache_dir=cache_dir)
+    key = f"rerank:{resolved.directory}@{dev}/{requested}"
+    loaded = _get_or_load(key, lambda: _load_reranker_model(resolved, dev, requested, key))
+    seq = _choose_seq_length(max_seq_length, loaded.default_seq, loaded.seq_limit)
+    identity = ModelIdentity(
+        name=resolved.name,
+        revision=resolved.revision,
+        dim=0,
+        max_seq_length=seq,
+        normalized=False,
+        kind="rerank",
+    )
+    return LocalReranker(loaded, identity, dev)
