@@ -14,7 +14,7 @@ import grpc
 
 from chatseek.embed.v1 import embed_service_pb2_grpc
 from chatseek_core.aio import to_thread
-from chatseek_core.errors import ChatseekError
+from chatseek_core.errors import ChatseekError, InvalidArgument
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
@@ -53,6 +53,16 @@ def load_models(settings: Settings) -> Deps:
         ChatseekError: the embedder cannot load (missing model, remote without opt-in).
     """
     kind = settings.embed_backend
+    threads = settings.extra.get("CHATSEEK_EMBED_THREADS", "")
+    if threads:
+        if not threads.isdigit() or int(threads) < 1:
+            raise InvalidArgument(
+                f"CHATSEEK_EMBED_THREADS={threads!r} is not a positive integer",
+                metadata={"variable": "CHATSEEK_EMBED_THREADS"},
+            )
+        import torch
+
+        torch.set_num_threads(int(threads))
     embedder = make_embedder(
         kind,
         model=_resolve(settings.embed_model),

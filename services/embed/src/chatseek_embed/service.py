@@ -7,11 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 import numpy as np
+from google.protobuf import struct_pb2
 
 from chatseek.embed.v1 import embed_service_pb2 as pb
 from chatseek.embed.v1 import embed_service_pb2_grpc
 from chatseek_core.aio import to_thread
-from chatseek_core.errors import InvalidArgument, ModelUnavailable
+from chatseek_core.errors import ChatseekError, InvalidArgument, ModelUnavailable
+from chatseek_embed import registry
 from chatseek_embed.backends import IdentityLike, check_query, check_texts
 
 if TYPE_CHECKING:
@@ -97,3 +99,75 @@ class EmbedServicer(embed_service_pb2_grpc.EmbedServiceServicer):
         if self._deps.reranker is not None:
             response.reranker.CopyFrom(self._identity(self._deps.reranker.identity))
         return response
+
+    async def KnownModels(
+        self, request: pb.KnownModelsRequest, context: Ctx
+    ) -> pb.KnownModelsResponse:
+        def read() -> dict[str, Any]:
+            defaults = {self._deps.settings.embed_model, self._deps.settings.rerank_model}
+            models = []
+            for spec in registry.list_models():
+                try:
+                    registry.resolve_model(spec.name)
+                    cached = True
+                except ChatseekError:
+                    cached = False
+                models.append(
+                    {
+                        "name": spec.name,
+                        "kind": spec.kind,
+                        "source": spec.source,
+                        "revision": spec.revision,
+                        "dim": spec.dim,
+                        "max_seq_length": spec.max_seq_length,
+                        "languages": spec.languages,
+                        "note": spec.note,
+                        "cached": cached,
+                        "configured": spec.name in defaults,
+                    }
+                )
+            return {"models": models}
+
+        return pb.KnownModelsResponse(result=_struct(await to_thread(read)))
+
+    async def DownloadModel(
+        self, request: pb.DownloadModelRequest, context: Ctx
+    ) -> pb.DownloadModelResponse:
+        if not request.name:
+            raise InvalidArgument("name a model to download", metadata={"field": "name"})
+        report = await to_thread(registry.download, request.name)
+        return pb.DownloadModelResponse(result=_struct(_report(report)))
+
+    async def VerifyModels(
+        self, request: pb.VerifyModelsRequest, context: Ctx
+    ) -> pb.VerifyModelsResponse:
+        def run() -> dict[str, Any]:
+            names = list(request.names)
+            if not names:
+                for spec in registry.list_models():
+                    try:
+                        registry.resolve_model(spec.name)
+                    except ChatseekError:
+                        continue
+                    names.append(spec.name)
+            return {"reports": [_report(registry.verify(name)) for name in names]}
+
+        return pb.VerifyModelsResponse(result=_struct(await to_thread(run)))
+
+
+def _report(report: registry.VerifyReport) -> dict[str, Any]:
+    return {
+        "name": report.name,
+        "directory": str(report.directory),
+        "revision": report.revision,
+        "identity": report.identity,
+        "ok": report.ok,
+        "fully_pinned": report.fully_pinned,
+        "files": [{"path": f.path, "status": f.status} for f in report.files],
+    }
+
+
+def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    out.update(value)
+    return out

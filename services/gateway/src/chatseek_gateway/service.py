@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from chatseek.gateway.v1 import gateway_service_pb2_grpc
 from chatseek_gateway.facade.archive import ArchiveFacade
+from chatseek_gateway.facade.conversations import ConversationsFacade
 from chatseek_gateway.facade.indexes import IndexesFacade
 from chatseek_gateway.facade.readers import ReadersFacade
 from chatseek_gateway.facade.search import SearchFacade
@@ -23,6 +24,7 @@ class GatewayServicer(
     SearchFacade,
     ReadersFacade,
     IndexesFacade,
+    ConversationsFacade,
     gateway_service_pb2_grpc.GatewayServiceServicer,
 ):
     """Thin adapter: gateway request in, downstream call(s), JSON document out."""

@@ -26,6 +26,12 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_embed)
 
+    p = sub.add_parser("models", help="the embedding and reranking models chatseek knows")
+    p.add_argument("action", choices=["list", "download", "verify"])
+    p.add_argument("names", nargs="*", help="download: one hub id; verify: ids or directories")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_models)
+
     p = sub.add_parser("reindex", help="rebuild a derived index from its sources")
     p.add_argument("target", choices=["lexical", "vector"])
     p.add_argument("--json", action="store_true")
@@ -73,3 +79,35 @@ def _reindex(args: argparse.Namespace) -> int:
     else:
         print(f"reindexed {args.target}: " + ", ".join(f"{k} {v}" for k, v in report.items()))
     return 0
+
+
+def _models(args: argparse.Namespace) -> int:
+    from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek_core.proto_json import from_document
+
+    doc = from_document(
+        call("Models", pb.ModelsRequest(action=args.action, names=args.names), timeout=3600).result
+    )
+    if args.json:
+        emit(doc, as_json=True)
+        return 0
+    if args.action == "list":
+        for m in doc["models"]:
+            flags = ("cached " if m["cached"] else "") + ("configured" if m["configured"] else "")
+            print(
+                f"{m['name']:<42} {m['kind']:<7} {m['dim'] or '':>5} {m['languages']:<13} {flags}"
+            )
+            if m.get("note"):
+                print(f"    {m['note']}")
+        return 0
+    reports = doc.get("reports") or [doc]
+    failed = False
+    for report in reports:
+        state = "ok" if report["ok"] else "FAILED"
+        pinned = "" if report["fully_pinned"] else " (some files unpinned)"
+        print(f"{report['name']}: {state}{pinned} — {report['directory']}")
+        for f in report["files"]:
+            if f["status"] not in ("ok", "extra"):
+                print(f"    {f['status']:<9} {f['path']}")
+        failed = failed or not report["ok"]
+    return 1 if failed else 0

@@ -5,18 +5,22 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import grpc
+from google.protobuf import json_format
 
+from chatseek.embed.v1 import embed_service_pb2 as embed_pb
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2 as ingest_pb
 from chatseek.lexical.v1 import lexical_service_pb2 as lexical_pb
 from chatseek.vector.v1 import vector_service_pb2 as vector_pb
 from chatseek_core.client import call, decode_error
 from chatseek_core.errors import InvalidArgument
+from chatseek_core.proto_json import document, to_python
 from chatseek_gateway.facade.base import Ctx, FacadeBase
 
 __all__ = ["IndexesFacade"]
 
 LONG_TIMEOUT_S = 24 * 3600.0
+MODELS_TIMEOUT_S = 3600.0
 STATUS_TIMEOUT_S = 30.0
 
 
@@ -85,3 +89,35 @@ class IndexesFacade(FacadeBase):
                 yield pb.ReindexResponse(event=response.event)
         except grpc.aio.AioRpcError as err:
             raise decode_error(err, request.target) from None
+
+    async def Models(self, request: pb.ModelsRequest, context: Ctx) -> pb.ModelsResponse:
+        embed = self._deps.peers.embed
+        if request.action == "list":
+            reply = await call(
+                embed.KnownModels, embed_pb.KnownModelsRequest(), idempotent=True, peer="embed"
+            )
+        elif request.action == "download":
+            if len(request.names) != 1:
+                raise InvalidArgument("download takes one model name", metadata={"field": "names"})
+            reply = await call(
+                embed.DownloadModel,
+                embed_pb.DownloadModelRequest(name=request.names[0]),
+                timeout=MODELS_TIMEOUT_S,
+                peer="embed",
+            )
+        elif request.action == "verify":
+            reply = await call(
+                embed.VerifyModels,
+                embed_pb.VerifyModelsRequest(names=list(request.names)),
+                timeout=MODELS_TIMEOUT_S,
+                idempotent=True,
+                peer="embed",
+            )
+        else:
+            raise InvalidArgument(
+                f"models action {request.action!r} is not list, download or verify",
+                metadata={"field": "action"},
+            )
+        return pb.ModelsResponse(
+            result=document(to_python(json_format.MessageToDict(reply.result)))
+        )

@@ -51,6 +51,21 @@ class EmbedServiceStub:
                 request_serializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.ListModelsRequest.SerializeToString,
                 response_deserializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.ListModelsResponse.FromString,
                 _registered_method=True)
+        self.KnownModels = channel.unary_unary(
+                '/chatseek.embed.v1.EmbedService/KnownModels',
+                request_serializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.KnownModelsRequest.SerializeToString,
+                response_deserializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.KnownModelsResponse.FromString,
+                _registered_method=True)
+        self.DownloadModel = channel.unary_unary(
+                '/chatseek.embed.v1.EmbedService/DownloadModel',
+                request_serializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.DownloadModelRequest.SerializeToString,
+                response_deserializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.DownloadModelResponse.FromString,
+                _registered_method=True)
+        self.VerifyModels = channel.unary_unary(
+                '/chatseek.embed.v1.EmbedService/VerifyModels',
+                request_serializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.VerifyModelsRequest.SerializeToString,
+                response_deserializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.VerifyModelsResponse.FromString,
+                _registered_method=True)
 
 
 class EmbedServiceServicer:
@@ -79,6 +94,27 @@ class EmbedServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def KnownModels(self, request, context):
+        """Every model chatseek knows (pinned revision, dimension, languages) and whether it is cached.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DownloadModel(self, request, context):
+        """Fetches a known model at its pinned revision and verifies every file.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def VerifyModels(self, request, context):
+        """Re-checks cached models (or the named ones, or local directories) against their pins.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EmbedServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -96,6 +132,21 @@ def add_EmbedServiceServicer_to_server(servicer, server):
                     servicer.ListModels,
                     request_deserializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.ListModelsRequest.FromString,
                     response_serializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.ListModelsResponse.SerializeToString,
+            ),
+            'KnownModels': grpc.unary_unary_rpc_method_handler(
+                    servicer.KnownModels,
+                    request_deserializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.KnownModelsRequest.FromString,
+                    response_serializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.KnownModelsResponse.SerializeToString,
+            ),
+            'DownloadModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.DownloadModel,
+                    request_deserializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.DownloadModelRequest.FromString,
+                    response_serializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.DownloadModelResponse.SerializeToString,
+            ),
+            'VerifyModels': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyModels,
+                    request_deserializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.VerifyModelsRequest.FromString,
+                    response_serializer=chatseek_dot_embed_dot_v1_dot_embed__service__pb2.VerifyModelsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -181,6 +232,87 @@ class EmbedService:
             '/chatseek.embed.v1.EmbedService/ListModels',
             chatseek_dot_embed_dot_v1_dot_embed__service__pb2.ListModelsRequest.SerializeToString,
             chatseek_dot_embed_dot_v1_dot_embed__service__pb2.ListModelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KnownModels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/chatseek.embed.v1.EmbedService/KnownModels',
+            chatseek_dot_embed_dot_v1_dot_embed__service__pb2.KnownModelsRequest.SerializeToString,
+            chatseek_dot_embed_dot_v1_dot_embed__service__pb2.KnownModelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DownloadModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/chatseek.embed.v1.EmbedService/DownloadModel',
+            chatseek_dot_embed_dot_v1_dot_embed__service__pb2.DownloadModelRequest.SerializeToString,
+            chatseek_dot_embed_dot_v1_dot_embed__service__pb2.DownloadModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyModels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/chatseek.embed.v1.EmbedService/VerifyModels',
+            chatseek_dot_embed_dot_v1_dot_embed__service__pb2.VerifyModelsRequest.SerializeToString,
+            chatseek_dot_embed_dot_v1_dot_embed__service__pb2.VerifyModelsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -41,6 +41,12 @@ class EmbedServiceStub:
     """Scores (query, text) pairs with the cross-encoder; higher is more relevant."""
     ListModels: _grpc.UnaryUnaryMultiCallable[_embed_service_pb2.ListModelsRequest, _embed_service_pb2.ListModelsResponse]
     """The models this service serves, with their identity."""
+    KnownModels: _grpc.UnaryUnaryMultiCallable[_embed_service_pb2.KnownModelsRequest, _embed_service_pb2.KnownModelsResponse]
+    """Every model chatseek knows (pinned revision, dimension, languages) and whether it is cached."""
+    DownloadModel: _grpc.UnaryUnaryMultiCallable[_embed_service_pb2.DownloadModelRequest, _embed_service_pb2.DownloadModelResponse]
+    """Fetches a known model at its pinned revision and verifies every file."""
+    VerifyModels: _grpc.UnaryUnaryMultiCallable[_embed_service_pb2.VerifyModelsRequest, _embed_service_pb2.VerifyModelsResponse]
+    """Re-checks cached models (or the named ones, or local directories) against their pins."""
 
 @_typing.type_check_only
 class EmbedServiceAsyncStub(EmbedServiceStub):
@@ -55,6 +61,12 @@ class EmbedServiceAsyncStub(EmbedServiceStub):
     """Scores (query, text) pairs with the cross-encoder; higher is more relevant."""
     ListModels: _aio.UnaryUnaryMultiCallable[_embed_service_pb2.ListModelsRequest, _embed_service_pb2.ListModelsResponse]  # type: ignore[assignment]
     """The models this service serves, with their identity."""
+    KnownModels: _aio.UnaryUnaryMultiCallable[_embed_service_pb2.KnownModelsRequest, _embed_service_pb2.KnownModelsResponse]  # type: ignore[assignment]
+    """Every model chatseek knows (pinned revision, dimension, languages) and whether it is cached."""
+    DownloadModel: _aio.UnaryUnaryMultiCallable[_embed_service_pb2.DownloadModelRequest, _embed_service_pb2.DownloadModelResponse]  # type: ignore[assignment]
+    """Fetches a known model at its pinned revision and verifies every file."""
+    VerifyModels: _aio.UnaryUnaryMultiCallable[_embed_service_pb2.VerifyModelsRequest, _embed_service_pb2.VerifyModelsResponse]  # type: ignore[assignment]
+    """Re-checks cached models (or the named ones, or local directories) against their pins."""
 
 class EmbedServiceServicer(metaclass=_abc_1.ABCMeta):
     """Stateless: embeds texts and reranks (query, text) pairs with local models
@@ -84,5 +96,29 @@ class EmbedServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_embed_service_pb2.ListModelsResponse, _abc.Awaitable[_embed_service_pb2.ListModelsResponse]]:
         """The models this service serves, with their identity."""
+
+    @_abc_1.abstractmethod
+    def KnownModels(
+        self,
+        request: _embed_service_pb2.KnownModelsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_embed_service_pb2.KnownModelsResponse, _abc.Awaitable[_embed_service_pb2.KnownModelsResponse]]:
+        """Every model chatseek knows (pinned revision, dimension, languages) and whether it is cached."""
+
+    @_abc_1.abstractmethod
+    def DownloadModel(
+        self,
+        request: _embed_service_pb2.DownloadModelRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_embed_service_pb2.DownloadModelResponse, _abc.Awaitable[_embed_service_pb2.DownloadModelResponse]]:
+        """Fetches a known model at its pinned revision and verifies every file."""
+
+    @_abc_1.abstractmethod
+    def VerifyModels(
+        self,
+        request: _embed_service_pb2.VerifyModelsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_embed_service_pb2.VerifyModelsResponse, _abc.Awaitable[_embed_service_pb2.VerifyModelsResponse]]:
+        """Re-checks cached models (or the named ones, or local directories) against their pins."""
 
 def add_EmbedServiceServicer_to_server(servicer: EmbedServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,204 @@
+"""The gateway's conversation RPCs: build, list, show, links and agent link batches.
+
+Each one resolves its ``chat`` spec through ingest ``ListChats`` (exactly one chat) and forwards
+to unitize; documents come back as unitize wrote them. ``since`` accepts an ISO day or instant
+(UTC unless it carries an offset) or unix seconds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+
+import grpc
+
+from chatseek.gateway.v1 import gateway_service_pb2 as pb
+from chatseek.ingest.v1 import ingest_service_pb2 as ingest_pb
+from chatseek.unitize.v1 import unitize_service_pb2 as unitize_pb
+from chatseek_core.client import call, decode_error
+from chatseek_core.errors import InvalidArgument, InvalidValue
+from chatseek_core.proto_json import document, from_document
+from chatseek_gateway.facade.base import Ctx, FacadeBase
+
+__all__ = ["ConversationsFacade", "parse_since"]
+
+BUILD_TIMEOUT_S = 24 * 3600.0
+READ_TIMEOUT_S = 60.0
+RESOLVE_TIMEOUT_S = 30.0
+BATCH_ACTIONS = ("status", "get", "answer")
+
+
+def parse_since(text: str) -> int:
+    """Unix seconds UTC of ``since``: empty (0), digits, an ISO day or an ISO instant.
+
+    Raises:
+        InvalidValue: anything else.
+    """
+    value = text.strip()
+    if not value:
+        return 0
+    if value.isdigit():
+        return int(value)
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidValue(
+            f"--since {text!r} is not a date",
+            hint="use 2026-03-01, 2026-03-01T18:00:00Z or unix seconds",
+            metadata={"field": "since"},
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return int(parsed.timestamp())
+
+
+class ConversationsFacade(FacadeBase):
+    """Conversation reconstruction, forwarded to unitize."""
+
+    async def _conversation_chat(self, account: str, spec: str) -> tuple[str, int]:
+        """The ``(account, chat_id)`` that ``spec`` names, exactly one."""
+        if not spec:
+            raise InvalidArgument(
+                "name a chat",
+                hint="--chat CHAT (id, @username, link or title)",
+                metadata={"field": "chat"},
+            )
+        reply = await call(
+            self._deps.peers.ingest.ListChats,
+            ingest_pb.ListChatsRequest(accounts=[account], specs=[spec], exactly_one=True),
+            timeout=RESOLVE_TIMEOUT_S,
+            idempotent=True,
+            peer="ingest",
+        )
+        chat = reply.chats[0].chat
+        return chat.account or account, int(chat.chat_id)
+
+    async def BuildConversations(
+        self, request: pb.BuildConversationsRequest, context: Ctx
+    ) -> AsyncIterator[pb.BuildConversationsResponse]:
+        account = self._account(request.account)
+        if not request.chats and not request.all:
+            raise InvalidArgument(
+                "name the chats to build or ask for all of them",
+                hint="chatseek conversations build --chat CHAT | --all",
+                metadata={"field": "chats"},
+            )
+        chat_ids = []
+        for spec in request.chats:
+            account, chat_id = await self._conversation_chat(account, spec)
+            chat_ids.append(chat_id)
+        stream = self._deps.peers.unitize.BuildConversations(
+            unitize_pb.BuildConversationsRequest(
+                account=account, chat_ids=chat_ids, all=request.all
+            ),
+            timeout=BUILD_TIMEOUT_S,
+        )
+        try:
+            async for response in stream:
+                yield pb.BuildConversationsResponse(event=response.event)
+        except grpc.aio.AioRpcError as err:
+            raise decode_error(err, "unitize") from None
+
+    async def ListConversations(
+        self, request: pb.ListConversationsRequest, context: Ctx
+    ) -> pb.ListConversationsResponse:
+        since = parse_since(request.since)
+        account, chat_id = await self._conversation_chat(
+            self._account(request.account), request.chat
+        )
+        reply = await call(
+            self._deps.peers.unitize.ListConversations,
+            unitize_pb.ListConversationsRequest(
+                account=account, chat_id=chat_id, since=since, limit=request.limit
+            ),
+            timeout=READ_TIMEOUT_S,
+            idempotent=True,
+            peer="unitize",
+        )
+        return pb.ListConversationsResponse(result=reply.result)
+
+    async def ShowConversation(
+        self, request: pb.ShowConversationRequest, context: Ctx
+    ) -> pb.ShowConversationResponse:
+        account, chat_id = await self._conversation_chat(
+            self._account(request.account), request.chat
+        )
+        reply = await call(
+            self._deps.peers.unitize.ShowConversation,
+            unitize_pb.ShowConversationRequest(
+                account=account, chat_id=chat_id, conversation_id=request.conversation_id
+            ),
+            timeout=READ_TIMEOUT_S,
+            idempotent=True,
+            peer="unitize",
+        )
+        return pb.ShowConversationResponse(result=reply.result)
+
+    async def MessageLinks(
+        self, request: pb.MessageLinksRequest, context: Ctx
+    ) -> pb.MessageLinksResponse:
+        account, chat_id = await self._conversation_chat(
+            self._account(request.account), request.chat
+        )
+        reply = await call(
+            self._deps.peers.unitize.MessageLinks,
+            unitize_pb.MessageLinksRequest(account=account, chat_id=chat_id, msg_id=request.msg_id),
+            timeout=READ_TIMEOUT_S,
+            idempotent=True,
+            peer="unitize",
+        )
+        return pb.MessageLinksResponse(result=reply.result)
+
+    async def ChatLinks(self, request: pb.ChatLinksRequest, context: Ctx) -> pb.ChatLinksResponse:
+        account, chat_id = await self._conversation_chat(
+            self._account(request.account), request.chat
+        )
+        reply = await call(
+            self._deps.peers.unitize.ChatLinks,
+            unitize_pb.ChatLinksRequest(account=account, chat_id=chat_id),
+            timeout=READ_TIMEOUT_S,
+            idempotent=True,
+            peer="unitize",
+        )
+        parents: dict[int, int | None] = {int(m): None for m in reply.roots}
+        parents.update({int(m): int(p) for m, p in reply.parents.items()})
+        return pb.ChatLinksResponse(result=document({str(m): parents[m] for m in sorted(parents)}))
+
+    async def LinkBatch(self, request: pb.LinkBatchRequest, context: Ctx) -> pb.LinkBatchResponse:
+        if request.action not in BATCH_ACTIONS:
+            raise InvalidArgument(
+                f"batches action {request.action!r} is not status, get or answer",
+                metadata={"field": "action"},
+            )
+        account, chat_id = await self._conversation_chat(
+            self._account(request.account), request.chat
+        )
+        unitize = self._deps.peers.unitize
+        if request.action == "status":
+            reply = await call(
+                unitize.LinkBatchStatus,
+                unitize_pb.LinkBatchStatusRequest(account=account, chat_id=chat_id),
+                timeout=READ_TIMEOUT_S,
+                idempotent=True,
+                peer="unitize",
+            )
+        elif request.action == "get":
+            reply = await call(
+                unitize.GetLinkBatch,
+                unitize_pb.GetLinkBatchRequest(account=account, chat_id=chat_id, size=request.size),
+                timeout=READ_TIMEOUT_S,
+                idempotent=True,
+                peer="unitize",
+            )
+        else:
+            reply = await call(
+                unitize.AnswerLinkBatch,
+                unitize_pb.AnswerLinkBatchRequest(
+                    account=account, chat_id=chat_id, answer_json=request.answer_json
+                ),
+                timeout=READ_TIMEOUT_S,
+                peer="unitize",
+            )
+        doc = from_document(reply.result)
+        doc["action"] = request.action
+        return pb.LinkBatchResponse(result=document(doc))
