@@ -1,0 +1,824 @@
+"""A strict fake Telegram for tests: real Telethon objects and real Telethon errors, no sockets.
+
+Owns ``FakeTelegram``, an in-memory Telegram world (users, legacy groups, supergroups, forums,
+channels with discussion groups, folders) that implements ``TelegramClientLike``.
+Invariants: every message handed out is a fresh ``telethon.tl.types.Message`` /
+``MessageService`` with its entities attached as Telethon attaches them; it refuses what Telegram
+or Telethon refuse (peers this client has not seen, wrong access hashes, private chats, wrong
+codes, a missing two-step password, requests while disconnected or signed out) and raises an
+injected ``FloodWaitError`` on the Nth request; every request is logged in ``requests``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from telethon import errors, utils
+from telethon._updates import EntityCache
+from telethon.tl import functions, types
+from telethon.tl.custom import Dialog
+
+from chatseek_core import db
+from chatseek_ingest.schema import MIGRATIONS, OWNER
+
+__all__ = ["FakeTelegram", "access_hash_of", "ingest_db"]
+
+BASE_DATE = datetime(2024, 1, 1, tzinfo=UTC)
+MESSAGE_SPACING = timedelta(minutes=1)
+DEFAULT_ME_ID = 1000
+DEFAULT_PHONE = "+15550000000"
+DEFAULT_CODE = "12345"
+PHONE_CODE_HASH = "fake-phone-code-hash"
+CHANNEL_OFFSET = 1_000_000_000_000
+_HASH_PRIME = 7919
+_HASH_SALT = 12345
+_HASH_MASK = 0x7FFFFFFFFFFF
+_NO_AUTH_METHODS = frozenset({"send_code_request", "sign_in"})
+
+
+def ingest_db(path: Path) -> db.Connection:
+    """A real, migrated ``ingest.db`` at ``path`` (the file and its folder are created)."""
+    conn = db.connect(path)
+    db.migrate(conn, OWNER, MIGRATIONS)
+    return conn
+
+
+def access_hash_of(bare_id: int) -> int:
+    """The access hash the fake gives the user or channel ``bare_id``."""
+    return (bare_id * _HASH_PRIME + _HASH_SALT) & _HASH_MASK
+
+
+@dataclass
+class _Chat:
+    entity: Any
+    messages: dict[int, tuple[type[Any], dict[str, Any]]] = field(default_factory=dict)
+    forbidden: type[Any] | None = None
+    in_dialogs: bool = True
+    archived: bool = False
+    linked: int | None = None
+    next_id: int = 1
+    copies: dict[tuple[int, int], int] = field(default_factory=dict)
+
+
+@dataclass
+class _Injected:
+    error: Exception
+    remaining: int
+    method: str | None
+
+
+class _FakeSession:
+    """Stands in for ``StringSession``: ``save()`` is the session string once signed in."""
+
+    def __init__(self, owner: FakeTelegram) -> None:
+        self._owner = owner
+
+    def save(self) -> str:
+        return f"fake-session:{self._owner.me.id}" if self._owner.authorized else ""
+
+
+class FakeTelegram:
+    """An in-memory Telegram account implementing ``TelegramClientLike``.
+
+    Args:
+        me_id: the signed-in user's id.
+        me_name: the signed-in user's first name.
+        phone: the only phone number ``send_code_request`` accepts.
+        code: the only login code ``sign_in`` accepts.
+        password: the two-step password, or ``None`` for an account without one.
+        authorized: whether the client starts signed in (sync tests) or not (login tests).
+        connected: whether the client starts connected.
+
+    Attributes:
+        requests: ``(method, marked chat id)`` of every request, in order.
+        hold: when set, every request waits for this event (and sets ``holding`` first).
+        on_request: called with the method name of every request (to drive a test clock).
+    """
+
+    def __init__(
+        self,
+        *,
+        me_id: int = DEFAULT_ME_ID,
+        me_name: str = "Me",
+        phone: str = DEFAULT_PHONE,
+        code: str = DEFAULT_CODE,
+        password: str | None = None,
+        authorized: bool = True,
+        connected: bool = True,
+    ) -> None:
+        self.phone = phone
+        self.code = code
+        self.password = password
+        self.authorized = authorized
+        self.connected = connected
+        self.session = _FakeSession(self)
+        self.requests: list[tuple[str, int | None]] = []
+        self.hold: asyncio.Event | None = None
+        self.holding = asyncio.Event()
+        self.on_request: Callable[[str], None] | None = None
+        self.files: dict[tuple[int, int], bytes] = {}
+        self._chats: dict[int, _Chat] = {}
+        self._folders: dict[int, Any] = {}
+        self._seen: set[int] = set()
+        self._injected: list[_Injected] = []
+        self._global_ids = itertools.count(1)
+        self._clock = itertools.count()
+        self._code_sent = False
+        self._code_ok = False
+        self._self_id = me_id
+        self._mb_entity_cache = EntityCache()
+        self.me = types.User(
+            id=me_id,
+            is_self=True,
+            access_hash=access_hash_of(me_id),
+            first_name=me_name,
+            phone=phone.lstrip("+"),
+        )
+        self._add(self.me)
+        self._seen.add(me_id)
+
+    # --- building the world ---
+
+    def _add(self, entity: Any, *, dialog: bool = True) -> _Chat:
+        chat = _Chat(entity=entity, in_dialogs=dialog)
+        self._chats[utils.get_peer_id(entity)] = chat
+        return chat
+
+    def add_user(
+        self,
+        user_id: int,
+        first_name: str,
+        *,
+        last_name: str | None = None,
+        username: str | None = None,
+        bot: bool = False,
+        contact: bool = False,
+        dialog: bool = True,
+    ) -> Any:
+        """Create a user (and a private chat with them unless ``dialog`` is False)."""
+        user = types.User(
+            id=user_id,
+            access_hash=access_hash_of(user_id),
+            first_name=first_name,
+            last_name=last_name,
+            username=username,
+            bot=bot,
+            contact=contact,
+        )
+        self._add(user, dialog=dialog)
+        return user
+
+    def add_group(self, chat_id: int, title: str, *, dialog: bool = True) -> Any:
+        """Create a legacy group the account is a member of."""
+        group = types.Chat(
+            id=chat_id,
+            title=title,
+            photo=types.ChatPhotoEmpty(),
+            participants_count=2,
+            date=BASE_DATE,
+            version=1,
+        )
+        self._add(group, dialog=dialog)
+        return group
+
+    def add_channel(
+        self,
+        channel_id: int,
+        title: str,
+        *,
+        username: str | None = None,
+        megagroup: bool = False,
+        forum: bool = False,
+        dialog: bool = True,
+    ) -> Any:
+        """Create a broadcast channel, or a supergroup (``megagroup``), or a forum."""
+        channel = types.Channel(
+            id=channel_id,
+            title=title,
+            photo=types.ChatPhotoEmpty(),
+            date=BASE_DATE,
+            access_hash=access_hash_of(channel_id),
+            username=username,
+            broadcast=not megagroup and not forum,
+            megagroup=megagroup or forum,
+            forum=forum,
+        )
+        self._add(channel, dialog=dialog)
+        return channel
+
+    def add_folder(
+        self,
+        folder_id: int,
+        title: str,
+        chats: Iterable[Any] = (),
+        *,
+        exclude: Iterable[Any] = (),
+        groups: bool = False,
+        broadcasts: bool = False,
+        contacts: bool = False,
+        non_contacts: bool = False,
+        bots: bool = False,
+    ) -> Any:
+        """Create (or replace) a chat folder listing ``chats`` and/or chats matching flags."""
+        folder = types.DialogFilter(
+            id=folder_id,
+            title=types.TextWithEntities(text=title, entities=[]),
+            pinned_peers=[],
+            include_peers=[utils.get_input_peer(e) for e in chats],
+            exclude_peers=[utils.get_input_peer(e) for e in exclude],
+            groups=groups or None,
+            broadcasts=broadcasts or None,
+            contacts=contacts or None,
+            non_contacts=non_contacts or None,
+            bots=bots or None,
+        )
+        self._folders[folder_id] = folder
+        return folder
+
+    def remove_folder(self, folder_id: int) -> None:
+        """Delete a chat folder."""
+        del self._folders[folder_id]
+
+    def entity(self, chat_id: int) -> Any:
+        """The current entity of the chat with marked id ``chat_id``."""
+        return self._chats[chat_id].entity
+
+    def _chat_of(self, chat: Any) -> _Chat:
+        if isinstance(chat, _Chat):
+            return chat
+        key = chat if isinstance(chat, int) else utils.get_peer_id(chat)
+        return self._chats[key]
+
+    def _next_id(self, chat: _Chat) -> int:
+        if isinstance(chat.entity, types.Channel):
+            value = chat.next_id
+            chat.next_id += 1
+            return value
+        return next(self._global_ids)
+
+    def _next_date(self) -> datetime:
+        return BASE_DATE + MESSAGE_SPACING * next(self._clock)
+
+    def send(
+        self,
+        chat: Any,
+        text: str = "",
+        *,
+        sender: Any = None,
+        date: datetime | None = None,
+        reply_to: int | None = None,
+        topic: int | None = None,
+        media: Any = None,
+        entities: Sequence[Any] | None = None,
+        reactions: dict[str, int] | None = None,
+        fwd_from: Any = None,
+        post_author: str | None = None,
+        via_bot_id: int | None = None,
+        reply_markup: Any = None,
+        out: bool | None = None,
+        edit_date: datetime | None = None,
+    ) -> Any:
+        """Append a message to ``chat`` and return it as Telethon would (entities attached).
+
+        ``sender`` is a user or channel entity (``None``: the channel itself for a broadcast
+        post, the account otherwise). ``topic`` puts it in a forum topic.
+        """
+        target = self._chat_of(chat)
+        msg_id = self._next_id(target)
+        header = None
+        if topic is not None:
+            header = types.MessageReplyHeader(
+                forum_topic=True,
+                reply_to_msg_id=reply_to or topic,
+                reply_to_top_id=topic if reply_to else None,
+            )
+        elif reply_to is not None:
+            header = types.MessageReplyHeader(reply_to_msg_id=reply_to)
+        kwargs = self._base(target, msg_id, sender, date, out)
+        kwargs.update(
+            message=text,
+            reply_to=header,
+            media=media,
+            entities=list(entities) if entities else None,
+            reactions=_reactions(reactions),
+            fwd_from=fwd_from,
+            post_author=post_author,
+            via_bot_id=via_bot_id,
+            reply_markup=reply_markup,
+            edit_date=edit_date,
+        )
+        target.messages[msg_id] = (types.Message, kwargs)
+        return self._materialise(target, msg_id)
+
+    def service(
+        self,
+        chat: Any,
+        action: Any,
+        *,
+        sender: Any = None,
+        date: datetime | None = None,
+        reply_to: int | None = None,
+    ) -> Any:
+        """Append a service message (``action`` is a ``MessageAction*``) to ``chat``."""
+        target = self._chat_of(chat)
+        msg_id = self._next_id(target)
+        kwargs = self._base(target, msg_id, sender, date, None)
+        kwargs["action"] = action
+        if reply_to is not None:
+            kwargs["reply_to"] = types.MessageReplyHeader(reply_to_msg_id=reply_to)
+        target.messages[msg_id] = (types.MessageService, kwargs)
+        return self._materialise(target, msg_id)
+
+    def _base(
+        self, chat: _Chat, msg_id: int, sender: Any, date: datetime | None, out: bool | None
+    ) -> dict[str, Any]:
+        entity = chat.entity
+        post = isinstance(entity, types.Channel) and bool(entity.broadcast)
+        from_id = None
+        if sender is not None:
+            from_id = utils.get_peer(sender)
+        elif not post:
+            from_id = types.PeerUser(self.me.id)
+        is_me = from_id == types.PeerUser(self.me.id)
+        if isinstance(entity, types.User) and not entity.is_self and not is_me:
+            from_id = None  # incoming private messages carry no from_id (layer 119+)
+        return {
+            "id": msg_id,
+            "peer_id": utils.get_peer(entity),
+            "date": date or self._next_date(),
+            "out": out if out is not None else is_me,
+            "post": post or None,
+            "from_id": from_id,
+        }
+
+    def topic(self, forum: Any, title: str) -> int:
+        """Create a forum topic in ``forum``; returns its id (the creating message's id)."""
+        created = self.service(
+            forum, types.MessageActionTopicCreate(title=title, icon_color=0x6FB9F0)
+        )
+        return int(created.id)
+
+    def edit(self, chat: Any, msg_id: int, text: str) -> None:
+        """Edit a message's text (it gets a new ``edit_date``)."""
+        kwargs = self._chat_of(chat).messages[msg_id][1]
+        kwargs["message"] = text
+        kwargs["edit_date"] = self._next_date()
+
+    def react(self, chat: Any, msg_id: int, counts: dict[str, int]) -> None:
+        """Replace a message's reactions with ``counts`` (emoji to count)."""
+        self._chat_of(chat).messages[msg_id][1]["reactions"] = _reactions(counts)
+
+    def delete(self, chat: Any, *msg_ids: int) -> None:
+        """Delete messages for everyone."""
+        target = self._chat_of(chat)
+        for msg_id in msg_ids:
+            del target.messages[msg_id]
+
+    def forbid(self, chat: Any, error: type[Any] = errors.ChannelPrivateError) -> None:
+        """Make Telegram refuse ``chat`` with ``error`` (kicked, left, went private)."""
+        target = self._chat_of(chat)
+        target.forbidden = error
+        target.in_dialogs = False
+
+    def allow(self, chat: Any) -> None:
+        """Undo ``forbid``."""
+        target = self._chat_of(chat)
+        target.forbidden = None
+        target.in_dialogs = True
+
+    def migrate(self, group: Any, channel_id: int) -> Any:
+        """Upgrade a legacy group to a supergroup; returns the new supergroup entity."""
+        old = self._chat_of(group)
+        title = old.entity.title
+        channel = self.add_channel(channel_id, title, megagroup=True)
+        self.service(group, types.MessageActionChatMigrateTo(channel_id=channel_id))
+        self.service(
+            channel, types.MessageActionChannelMigrateFrom(title=title, chat_id=old.entity.id)
+        )
+        old.entity = types.Chat(
+            id=old.entity.id,
+            title=title,
+            photo=types.ChatPhotoEmpty(),
+            participants_count=0,
+            date=BASE_DATE,
+            version=2,
+            deactivated=True,
+            migrated_to=types.InputChannel(channel_id, access_hash_of(channel_id)),
+        )
+        return channel
+
+    def link_discussion(self, channel: Any, group: Any) -> None:
+        """Make ``group`` (a supergroup) the discussion group of broadcast ``channel``."""
+        self._chat_of(channel).linked = utils.get_peer_id(group)
+
+    def comment(
+        self,
+        channel: Any,
+        post_id: int,
+        text: str,
+        *,
+        sender: Any,
+        reply_to: int | None = None,
+    ) -> Any:
+        """Comment on a channel post in its discussion group; returns the comment.
+
+        The group gets its automatic copy of the post first, as Telegram does, and the post's
+        ``replies`` counter follows.
+        """
+        source = self._chat_of(channel)
+        if source.linked is None:
+            raise ValueError("the channel has no discussion group")
+        group = self._chats[source.linked]
+        key = (source.entity.id, post_id)
+        copy_id = group.copies.get(key)
+        if copy_id is None:
+            post_kwargs = source.messages[post_id][1]
+            copy_id = self._next_id(group)
+            kwargs = self._base(group, copy_id, source.entity, post_kwargs["date"], False)
+            kwargs.update(
+                message=post_kwargs.get("message", ""),
+                fwd_from=types.MessageFwdHeader(
+                    date=post_kwargs["date"],
+                    from_id=utils.get_peer(source.entity),
+                    channel_post=post_id,
+                    saved_from_peer=utils.get_peer(source.entity),
+                    saved_from_msg_id=post_id,
+                ),
+            )
+            group.messages[copy_id] = (types.Message, kwargs)
+            group.copies[key] = copy_id
+        made = self.send(group, text, sender=sender, reply_to=reply_to or copy_id)
+        if reply_to is not None:
+            kwargs = group.messages[made.id][1]
+            kwargs["reply_to"] = types.MessageReplyHeader(
+                reply_to_msg_id=reply_to, reply_to_top_id=copy_id
+            )
+        thread = self._thread(group, copy_id)
+        source.messages[post_id][1]["replies"] = types.MessageReplies(
+            replies=len(thread),
+            replies_pts=0,
+            comments=True,
+            channel_id=group.entity.id,
+            max_id=max(thread) if thread else None,
+        )
+        return self._materialise(group, made.id)
+
+    def set_file(self, chat: Any, msg_id: int, data: bytes) -> None:
+        """The bytes ``download_media`` returns for the media of that message."""
+        self.files[(utils.get_peer_id(chat) if not isinstance(chat, int) else chat, msg_id)] = data
+
+    def inject(self, error: Exception, *, at: int = 1, method: str | None = None) -> None:
+        """Raise ``error`` on the ``at``-th request from now (of ``method`` when given)."""
+        self._injected.append(_Injected(error=error, remaining=at, method=method))
+
+    def flood(self, seconds: int, *, at: int = 1, method: str | None = None) -> None:
+        """Raise ``FloodWaitError(seconds)`` on the ``at``-th request from now."""
+        self.inject(errors.FloodWaitError(request=None, capture=seconds), at=at, method=method)
+
+    def stored_ids(self, chat: Any) -> list[int]:
+        """The ids of the messages ``chat`` holds, ascending."""
+        return sorted(self._chat_of(chat).messages)
+
+    def requested(self, method: str) -> list[int | None]:
+        """The chat ids of every request of ``method`` so far."""
+        return [chat_id for name, chat_id in self.requests if name == method]
+
+    # --- request plumbing ---
+
+    async def _request(self, method: str, chat_id: int | None = None) -> None:
+        if not self.connected:
+            raise ConnectionError("Cannot send requests while disconnected")
+        if method not in _NO_AUTH_METHODS and not self.authorized:
+            raise errors.AuthKeyUnregisteredError(request=None)
+        self.requests.append((method, chat_id))
+        if self.on_request is not None:
+            self.on_request(method)
+        if self.hold is not None:
+            self.holding.set()
+            await self.hold.wait()
+        for injected in list(self._injected):
+            if injected.method is not None and injected.method != method:
+                continue
+            injected.remaining -= 1
+            if injected.remaining <= 0:
+                self._injected.remove(injected)
+                raise injected.error
+
+    def _all_entities(self) -> dict[int, Any]:
+        return {marked: chat.entity for marked, chat in self._chats.items()}
+
+    def _materialise(self, chat: _Chat, msg_id: int) -> Any:
+        cls, kwargs = chat.messages[msg_id]
+        message = cls(**kwargs)
+        message._finish_init(self, self._all_entities(), None)
+        return message
+
+    def _mark_seen(self, messages: Iterable[Any]) -> None:
+        for message in messages:
+            self._seen.add(utils.get_peer_id(message.peer_id))
+            if message.sender_id is not None:
+                self._seen.add(message.sender_id)
+            action = getattr(message, "action", None)
+            if isinstance(action, types.MessageActionChatMigrateTo):
+                self._seen.add(utils.get_peer_id(types.PeerChannel(action.channel_id)))
+
+    def _unknown(self, peer: Any) -> ValueError:
+        return ValueError(
+            f"Could not find the input entity for {peer!r} ({type(peer).__name__}). Please read "
+            "https://docs.telethon.dev/en/stable/concepts/entities.html to find out more details."
+        )
+
+    def _by_username(self, name: str) -> _Chat | None:
+        wanted = name.lower()
+        for chat in self._chats.values():
+            username = getattr(chat.entity, "username", None)
+            if username and username.lower() == wanted:
+                return chat
+        return None
+
+    async def _resolve(self, entity: Any) -> _Chat:
+        """Telethon's ``get_input_entity``: the local cache first, the network for usernames."""
+        if isinstance(entity, str):
+            name = utils.parse_username(entity)[0] or entity.lstrip("@")
+            await self._request("resolve_username")
+            found = self._by_username(name)
+            if found is None:
+                raise ValueError(f'No user has "{name}" as username')
+            self._seen.add(utils.get_peer_id(found.entity))
+            return found
+        if isinstance(entity, types.InputPeerSelf):
+            return self._chats[self.me.id]
+        if isinstance(entity, int) or isinstance(
+            entity, types.PeerUser | types.PeerChat | types.PeerChannel
+        ):
+            marked = entity if isinstance(entity, int) else utils.get_peer_id(entity)
+            if marked not in self._seen or marked not in self._chats:
+                raise self._unknown(utils.get_peer(entity))
+            return self._chats[marked]
+        if isinstance(entity, types.InputPeerChat):
+            chat = self._chats.get(-entity.chat_id)
+            if chat is None:
+                raise errors.ChatIdInvalidError(request=None)
+            return chat
+        if isinstance(entity, types.InputPeerChannel | types.InputChannel):
+            chat = self._chats.get(-(CHANNEL_OFFSET + entity.channel_id))
+            if chat is None or access_hash_of(entity.channel_id) != entity.access_hash:
+                raise errors.ChannelInvalidError(request=None)
+            return chat
+        if isinstance(entity, types.InputPeerUser | types.InputUser):
+            chat = self._chats.get(entity.user_id)
+            if chat is None or access_hash_of(entity.user_id) != entity.access_hash:
+                raise errors.PeerIdInvalidError(request=None)
+            return chat
+        if isinstance(entity, types.User | types.Chat | types.Channel):
+            return await self._resolve(utils.get_input_peer(entity))
+        raise TypeError(f"Cannot cast {type(entity).__name__} to any kind of peer.")
+
+    def _readable(self, chat: _Chat) -> None:
+        if chat.forbidden is not None:
+            raise chat.forbidden(request=None)
+
+    # --- TelegramClientLike ---
+
+    async def connect(self) -> None:
+        """Open the (pretend) connection."""
+        self.connected = True
+
+    async def disconnect(self) -> None:
+        """Close the (pretend) connection."""
+        self.connected = False
+
+    async def is_user_authorized(self) -> bool:
+        """Whether the account is signed in."""
+        await self._request("is_user_authorized")
+        return self.authorized
+
+    async def get_me(self) -> Any:
+        """The signed-in user."""
+        await self._request("get_me")
+        return self.me
+
+    async def get_entity(self, entity: Any) -> Any:
+        """The entity of a chat (its forbidden form when Telegram refuses the chat)."""
+        chat = await self._resolve(entity)
+        await self._request("get_entity", utils.get_peer_id(chat.entity))
+        self._seen.add(utils.get_peer_id(chat.entity))
+        current = chat.entity
+        if chat.forbidden is not None and isinstance(current, types.Channel):
+            return types.ChannelForbidden(
+                id=current.id,
+                access_hash=current.access_hash,
+                title=current.title,
+                broadcast=current.broadcast,
+                megagroup=current.megagroup,
+            )
+        if chat.forbidden is not None and isinstance(current, types.Chat):
+            return types.ChatForbidden(id=current.id, title=current.title)
+        return current
+
+    async def iter_dialogs(
+        self, limit: int | None = None, *, ignore_migrated: bool = False
+    ) -> AsyncIterator[Any]:
+        """The chats the account is in, as Telethon ``Dialog`` objects."""
+        await self._request("iter_dialogs")
+        yielded = 0
+        for marked, chat in list(self._chats.items()):
+            if not chat.in_dialogs:
+                continue
+            if ignore_migrated and getattr(chat.entity, "migrated_to", None) is not None:
+                continue
+            if limit is not None and yielded >= limit:
+                return
+            self._seen.add(marked)
+            top = max(chat.messages, default=0)
+            raw = types.Dialog(
+                peer=utils.get_peer(chat.entity),
+                top_message=top,
+                read_inbox_max_id=top,
+                read_outbox_max_id=top,
+                unread_count=0,
+                unread_mentions_count=0,
+                unread_reactions_count=0,
+                unread_poll_votes_count=0,
+                notify_settings=types.PeerNotifySettings(),
+                folder_id=1 if chat.archived else None,
+            )
+            yielded += 1
+            yield Dialog(self, raw, {marked: chat.entity}, None)
+
+    async def iter_messages(
+        self,
+        entity: Any,
+        limit: int | None = None,
+        *,
+        offset_date: datetime | None = None,
+        max_id: int = 0,
+        min_id: int = 0,
+        reverse: bool = False,
+        reply_to: int | None = None,
+    ) -> AsyncIterator[Any]:
+        """Telethon's ``iter_messages``: history (or one thread) in id order."""
+        chat = await self._resolve(entity)
+        marked = utils.get_peer_id(chat.entity)
+        await self._request("iter_messages", marked)
+        self._readable(chat)
+        source = chat
+        if reply_to is not None:
+            source, ids = self._replies(chat, reply_to)
+        else:
+            ids = sorted(chat.messages)
+        ids = [i for i in ids if i > min_id and (not max_id or i < max_id)]
+        if offset_date is not None:
+            if reverse:
+                ids = [i for i in ids if source.messages[i][1]["date"] >= offset_date]
+            else:
+                ids = [i for i in ids if source.messages[i][1]["date"] < offset_date]
+        if not reverse:
+            ids.reverse()
+        if limit is not None:
+            ids = ids[:limit]
+        messages = [self._materialise(source, i) for i in ids]
+        self._mark_seen(messages)
+        for message in messages:
+            yield message
+
+    def _thread(self, group: _Chat, root: int) -> list[int]:
+        out = []
+        for msg_id, (_, kwargs) in group.messages.items():
+            header = kwargs.get("reply_to")
+            if not isinstance(header, types.MessageReplyHeader) or msg_id == root:
+                continue
+            if header.reply_to_top_id == root or (
+                header.reply_to_top_id is None and header.reply_to_msg_id == root
+            ):
+                out.append(msg_id)
+        return sorted(out)
+
+    def _replies(self, chat: _Chat, msg_id: int) -> tuple[_Chat, list[int]]:
+        entity = chat.entity
+        if isinstance(entity, types.Channel) and entity.broadcast:
+            if chat.linked is None or msg_id not in chat.messages:
+                raise errors.MsgIdInvalidError(request=None)
+            group = self._chats[chat.linked]
+            self._readable(group)
+            copy_id = group.copies.get((entity.id, msg_id))
+            return group, self._thread(group, copy_id) if copy_id is not None else []
+        if msg_id not in chat.messages:
+            raise errors.MsgIdInvalidError(request=None)
+        return chat, self._thread(chat, msg_id)
+
+    async def get_messages(self, entity: Any, *, ids: Sequence[int]) -> list[Any | None]:
+        """Messages by id, ``None`` for each that no longer exists in this chat."""
+        chat = await self._resolve(entity)
+        await self._request("get_messages", utils.get_peer_id(chat.entity))
+        self._readable(chat)
+        out = [self._materialise(chat, i) if i in chat.messages else None for i in ids]
+        self._mark_seen(m for m in out if m is not None)
+        return out
+
+    async def send_code_request(self, phone: str) -> Any:
+        """Send the login code; refuses a phone number Telegram does not know."""
+        await self._request("send_code_request")
+        if phone != self.phone:
+            raise errors.PhoneNumberInvalidError(request=None)
+        self._code_sent = True
+        return types.auth.SentCode(
+            type=types.auth.SentCodeTypeApp(length=len(self.code)),
+            phone_code_hash=PHONE_CODE_HASH,
+        )
+
+    async def sign_in(
+        self,
+        phone: str | None = None,
+        code: str | int | None = None,
+        *,
+        password: str | None = None,
+        phone_code_hash: str | None = None,
+    ) -> Any:
+        """Sign in with the code, then (for a two-step account) with the password."""
+        await self._request("sign_in")
+        if password is not None and code is None:
+            if not self._code_ok or self.password is None:
+                raise ValueError("You must provide a phone and a code the first time")
+            if password != self.password:
+                raise errors.PasswordHashInvalidError(request=None)
+            self.authorized = True
+            return self.me
+        if not self._code_sent or phone != self.phone or phone_code_hash != PHONE_CODE_HASH:
+            raise errors.PhoneCodeExpiredError(request=None)
+        if str(code) != self.code:
+            raise errors.PhoneCodeInvalidError(request=None)
+        self._code_ok = True
+        if self.password is not None:
+            raise errors.SessionPasswordNeededError(request=None)
+        self.authorized = True
+        return self.me
+
+    async def download_media(self, message: Any, file: Any = None) -> Any:
+        """The bytes set with ``set_file`` (``file=bytes``) or written to the path ``file``."""
+        chat = await self._resolve(message.peer_id)
+        await self._request("download_media", utils.get_peer_id(chat.entity))
+        self._readable(chat)
+        if getattr(message, "media", None) is None:
+            return None
+        data = self.files.get((utils.get_peer_id(chat.entity), message.id))
+        if data is None:
+            raise errors.FileReferenceExpiredError(request=None)
+        if file is bytes:
+            return data
+        if isinstance(file, str | Path):
+            Path(file).write_bytes(data)
+            return str(file)
+        if hasattr(file, "write"):
+            file.write(data)
+            return file
+        raise TypeError("FakeTelegram.download_media needs file=bytes, a path or a writable file")
+
+    async def __call__(self, request: Any) -> Any:
+        """The two raw requests ingest sends: folders and a channel's full info."""
+        if isinstance(request, functions.messages.GetDialogFiltersRequest):
+            await self._request("get_dialog_filters")
+            return types.messages.DialogFilters(
+                filters=[types.DialogFilterDefault(), *self._folders.values()]
+            )
+        if isinstance(request, functions.channels.GetFullChannelRequest):
+            chat = await self._resolve(request.channel)
+            await self._request("get_full_channel", utils.get_peer_id(chat.entity))
+            self._readable(chat)
+            if not isinstance(chat.entity, types.Channel):
+                raise errors.ChannelInvalidError(request=None)
+            linked = self._chats[chat.linked].entity if chat.linked is not None else None
+            full = types.ChannelFull(
+                id=chat.entity.id,
+                about="",
+                read_inbox_max_id=0,
+                read_outbox_max_id=0,
+                unread_count=0,
+                chat_photo=types.PhotoEmpty(id=0),
+                notify_settings=types.PeerNotifySettings(),
+                bot_info=[],
+                pts=0,
+                linked_chat_id=linked.id if linked is not None else None,
+            )
+            chats = [chat.entity] + ([linked] if linked is not None else [])
+            for item in chats:
+                self._seen.add(utils.get_peer_id(item))
+            return types.messages.ChatFull(full_chat=full, chats=chats, users=[])
+        raise TypeError(f"FakeTelegram does not implement {type(request).__name__}")
+
+
+def _reactions(counts: dict[str, int] | None) -> Any:
+    if not counts:
+        return None
+    return types.MessageReactions(
+        results=[
+            types.ReactionCount(reaction=types.ReactionEmoji(emoticon=emoji), count=count)
+            for emoji, count in counts.items()
+        ]
+    )
