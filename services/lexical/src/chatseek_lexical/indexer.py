@@ -1,0 +1,498 @@
+"""The lexical indexer: keeps lexical.db's FTS5 word indexes in step with the owners' feeds.
+
+Invariants:
+* A batch reads its feed after the cursor, writes FTS rows and ``indexed_*`` bookkeeping and
+  moves the cursor in ONE transaction: a crash loses nothing and repeats nothing.
+* The feed says what to look at; the owner's current row says what is true. An entity whose
+  row is gone is removed whatever the op, so replays and reorderings converge.
+* ``indexed_messages`` / ``indexed_units`` hold one row per FTS row; their ``content_hash``
+  covers the indexed text and ``NORMALISER_VERSION``, so unchanged content is not rewritten.
+* Columns are ``raw = normalise(text)`` and ``stem = analyse(text)`` (see ``index_columns``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import time
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from chatseek_core import db
+from chatseek_core.feed import Event, cursor, head, read_after, set_cursor
+from chatseek_core.text import NORMALISER_VERSION, analyse, normalise, stem
+from chatseek_lexical.schema import MIGRATIONS, OWNER
+
+__all__ = [
+    "CHUNK_KIND",
+    "DEFAULT_BATCH",
+    "FEED_INGEST",
+    "FEED_UNITIZE",
+    "INGEST_SCHEMA",
+    "IndexCounts",
+    "UNITIZE_SCHEMA",
+    "apply_feeds",
+    "connect_index",
+    "drop_chat",
+    "index_columns",
+    "rebuild",
+]
+
+log = logging.getLogger(__name__)
+
+FEED_INGEST = "ingest"
+FEED_UNITIZE = "unitize"
+INGEST_SCHEMA = "ingest"
+UNITIZE_SCHEMA = "unitize"
+MESSAGE_EVENT = "message"
+UNIT_EVENT = "unit"
+CHUNK_KIND = "conversation"
+DEFAULT_BATCH = 20_000
+# Unit texts run to tens of kilobytes, so unit batches stay smaller to bound memory.
+UNIT_BATCH_MAX = 2_000
+REBUILD_FETCH = 20_000
+STEM_CACHE_MAX = 500_000
+HASH_BYTES = 16
+_HASH_PERSON = f"chatseek-n{NORMALISER_VERSION}".encode()
+# The fast normaliser below reproduces chatseek_core.text.normalise for this version only.
+_FAST_NORMALISER_VERSION = 1
+
+_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+# Blocks whose self-decomposing characters take the fast path: ASCII, Latin-1, Cyrillic,
+# punctuation, currency, arrows and symbols, dingbats, variation selectors, emoji.
+_FAST_BLOCKS = (
+    (0x0000, 0x00FF),
+    (0x0400, 0x04FF),
+    (0x2000, 0x206F),
+    (0x20A0, 0x20CF),
+    (0x2190, 0x27BF),
+    (0x2B00, 0x2BFF),
+    (0xFE00, 0xFE0F),
+    (0x1F000, 0x1FAFF),
+)
+# Per character these equal normalise's NFKD-and-strip-marks result.
+_CYRILLIC_FOLDS = (("й", "и"), ("Й", "И"), ("ё", "е"), ("Ё", "Е"))
+
+
+@dataclass(frozen=True, slots=True)
+class IndexCounts:
+    """How many rows a rebuild wrote: messages, units (window/thread/post) and chunks."""
+
+    messages: int
+    units: int
+    chunks: int
+
+
+def connect_index(
+    lexical_path: Path | str, *, ingest_path: Path, unitize_path: Path
+) -> db.Connection:
+    """Open lexical.db read-write, migrate it, and attach the producers' files read-only.
+
+    Returns:
+        A connection with ``ingest`` and ``unitize`` attached, as every function here expects.
+
+    Raises:
+        StorageError: a producer's file does not exist yet, or lexical.db cannot be opened.
+        SchemaTooNew: lexical.db was migrated by newer code.
+    """
+    conn = db.connect(lexical_path)
+    try:
+        db.migrate(conn, OWNER, MIGRATIONS)
+        db.attach_readonly(conn, ingest_path, INGEST_SCHEMA)
+        db.attach_readonly(conn, unitize_path, UNITIZE_SCHEMA)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+# --- analysis ---
+
+
+class _StemCache(dict[str, str]):
+    """Token → stem; a plain dict lookup per token, cleared when it grows past its bound."""
+
+    def __missing__(self, token: str) -> str:
+        if len(self) >= STEM_CACHE_MAX:
+            self.clear()
+        value = self[token] = stem(token)
+        return value
+
+
+_stems = _StemCache()
+
+
+def _safe_class() -> re.Pattern[str]:
+    """A regex matching strings that ``normalise`` leaves alone apart from case and spaces.
+
+    Holds characters of the listed blocks that are their own NFKD form and not combining; none
+    of them composes with a neighbour under NFC (a test pins that).
+    """
+    safe = [
+        cp
+        for first, last in _FAST_BLOCKS
+        for cp in range(first, last + 1)
+        if not unicodedata.combining(chr(cp)) and unicodedata.normalize("NFKD", chr(cp)) == chr(cp)
+    ]
+    spans: list[tuple[int, int]] = []
+    for cp in safe:
+        if spans and spans[-1][1] == cp - 1:
+            spans[-1] = (spans[-1][0], cp)
+        else:
+            spans.append((cp, cp))
+    body = "".join(
+        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+        for a, b in spans
+    )
+    return re.compile(f"[{body}]*")
+
+
+_SAFE_RE = _safe_class()
+
+
+def _normalise_fast(text: str) -> str:
+    if not text.isascii():
+        for accented, plain in _CYRILLIC_FOLDS:
+            if accented in text:
+                text = text.replace(accented, plain)
+        if _SAFE_RE.fullmatch(text) is None:
+            return normalise(text)
+    # NFKD, mark removal and NFC are the identity on safe text; split() folds as \s+ does.
+    return " ".join(text.lower().split())
+
+
+def index_columns(text: str) -> tuple[str, str]:
+    """The ``(raw, stem)`` FTS columns of ``text``: ``(normalise(text), analyse(text))``.
+
+    Equal to calling the two shared functions, only faster: one normalisation, a fast path for
+    text whose characters need no Unicode decomposition (ASCII, Cyrillic, common punctuation
+    and emoji) and a dict stem cache. Property tests pin the equality.
+    """
+    if NORMALISER_VERSION != _FAST_NORMALISER_VERSION:
+        return normalise(text), analyse(text)
+    raw = _normalise_fast(text)
+    return raw, " ".join(map(_stems.__getitem__, _WORD_RE.findall(raw)))
+
+
+def _message_text(text: str | None, file_name: str | None, extracted: str | None) -> str:
+    if not file_name and not extracted:
+        return text or ""
+    return "\n".join(part for part in (text, file_name, extracted) if part)
+
+
+def _content_hash(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=HASH_BYTES, person=_HASH_PERSON).hexdigest()
+
+
+def _unit_hash(content_hash: str) -> str:
+    return f"{NORMALISER_VERSION}:{content_hash}"
+
+
+def _fts_table(kind: str) -> str:
+    return "chunk_fts" if kind == CHUNK_KIND else "unit_fts"
+
+
+# --- feeds ---
+
+
+def apply_feeds(conn: db.Connection, *, batch: int = DEFAULT_BATCH) -> int:
+    """Index every event announced on the ingest and unitize feeds up to their current heads.
+
+    Each batch of at most ``batch`` events is one transaction: FTS rows, bookkeeping and the
+    cursor move together. Repeated events for one entity within a batch collapse into one.
+    Events of kinds this index does not hold are consumed without effect.
+
+    Args:
+        conn: lexical.db with ``ingest`` and ``unitize`` attached (``connect_index``).
+        batch: the most feed events per transaction (at least 1; unit batches are also
+            capped at ``UNIT_BATCH_MAX``).
+
+    Returns:
+        The number of feed events consumed, over both feeds.
+
+    Raises:
+        ValueError: ``batch`` is below 1.
+        DatabaseBusy, StorageError: lexical.db cannot be written; nothing of the failed batch
+            is visible and its cursor has not moved.
+    """
+    if batch < 1:
+        raise ValueError("batch must be at least 1")
+    started = time.perf_counter()
+    total = 0
+    feeds: tuple[tuple[str, str, Callable[[db.Connection, list[Event]], int], int], ...] = (
+        (FEED_INGEST, INGEST_SCHEMA, _apply_message_events, batch),
+        (FEED_UNITIZE, UNITIZE_SCHEMA, _apply_unit_events, min(batch, UNIT_BATCH_MAX)),
+    )
+    for feed_name, schema, handler, size in feeds:
+        target = head(conn, schema)
+        position = cursor(conn, feed_name)
+        if position > target:
+            log.warning(
+                "lexical cursor on %s is past the feed head (%d > %d); run a lexical reindex",
+                feed_name,
+                position,
+                target,
+            )
+            continue
+        while True:
+            consumed = _apply_batch(conn, feed_name, schema, handler, size, target)
+            if consumed == 0:
+                break
+            total += consumed
+    if total:
+        log.info(
+            "lexical indexed %d feed events in %.0f ms",
+            total,
+            (time.perf_counter() - started) * 1000,
+        )
+    return total
+
+
+def _apply_batch(
+    conn: db.Connection,
+    feed_name: str,
+    schema: str,
+    handler: Callable[[db.Connection, list[Event]], int],
+    batch: int,
+    target: int,
+) -> int:
+    with db.storage_errors(), db.transaction(conn):
+        after = cursor(conn, feed_name)
+        events = [e for e in read_after(conn, after, batch, schema=schema) if e.seq <= target]
+        if not events:
+            return 0
+        written = handler(conn, events)
+        set_cursor(conn, feed_name, events[-1].seq)
+    log.debug(
+        "lexical %s batch: %d events up to seq %d, %d rows written",
+        feed_name,
+        len(events),
+        events[-1].seq,
+        written,
+    )
+    return len(events)
+
+
+def _apply_message_events(conn: db.Connection, events: list[Event]) -> int:
+    keys = {(e.account, e.chat_id, e.entity) for e in events if e.kind == MESSAGE_EVENT}
+    if not keys:
+        return 0
+    conn.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS lexical_message_keys"
+        " (account TEXT NOT NULL, chat_id INTEGER NOT NULL, msg_id INTEGER NOT NULL)"
+    )
+    conn.execute("DELETE FROM temp.lexical_message_keys")
+    conn.executemany("INSERT INTO temp.lexical_message_keys VALUES (?, ?, ?)", keys)
+    current = conn.execute(
+        "SELECT m.mid, m.account, m.chat_id, m.msg_id, m.text, md.file_name, md.extracted_text"
+        " FROM temp.lexical_message_keys k"
+        " JOIN ingest.messages m"
+        "   ON m.account = k.account AND m.chat_id = k.chat_id AND m.msg_id = k.msg_id"
+        " LEFT JOIN ingest.media md ON md.mid = m.mid"
+        " ORDER BY m.mid"
+    ).fetchall()
+    indexed = conn.execute(
+        "SELECT i.mid, i.content_hash FROM temp.lexical_message_keys k"
+        " JOIN indexed_messages i"
+        "   ON i.account = k.account AND i.chat_id = k.chat_id AND i.msg_id = k.msg_id"
+    ).fetchall()
+    old_hash = {int(r[0]): str(r[1]) for r in indexed}
+    keep: set[int] = set()
+    fts_rows: list[tuple[int, str, str]] = []
+    book_rows: list[tuple[int, str, int, int, str]] = []
+    for mid, account, chat_id, msg_id, text, file_name, extracted in current:
+        content = _message_text(text, file_name, extracted)
+        digest = _content_hash(content)
+        if old_hash.get(mid) == digest:
+            keep.add(mid)
+            continue
+        raw, stemmed = index_columns(content)
+        fts_rows.append((mid, raw, stemmed))
+        book_rows.append((mid, account, chat_id, msg_id, digest))
+    rewritten = {row[0] for row in fts_rows}
+    # A rewritten mid is replaced in place by the insert below; only vanished mids are deleted.
+    gone = [(mid,) for mid in sorted(old_hash) if mid not in keep and mid not in rewritten]
+    conn.executemany("DELETE FROM msg_fts WHERE rowid = ?", gone)
+    conn.executemany("DELETE FROM indexed_messages WHERE mid = ?", gone)
+    _write_messages(conn, fts_rows, book_rows)
+    return len(gone) + len(fts_rows)
+
+
+def _write_messages(
+    conn: db.Connection,
+    fts_rows: Sequence[tuple[int, str, str]],
+    book_rows: Sequence[tuple[int, str, int, int, str]],
+) -> None:
+    # Rows arrive in rowid order: FTS5 flushes its pending segment whenever a rowid goes
+    # backwards, and tiny segments make every later merge expensive.
+    # OR REPLACE: a reused mid still held under another key must not wedge the feed.
+    conn.executemany("INSERT OR REPLACE INTO msg_fts (rowid, raw, stem) VALUES (?, ?, ?)", fts_rows)
+    conn.executemany(
+        "INSERT OR REPLACE INTO indexed_messages (mid, account, chat_id, msg_id, content_hash)"
+        " VALUES (?, ?, ?, ?, ?)",
+        book_rows,
+    )
+
+
+def _apply_unit_events(conn: db.Connection, events: list[Event]) -> int:
+    ids = {e.entity for e in events if e.kind == UNIT_EVENT}
+    if not ids:
+        return 0
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS lexical_unit_ids (unit_id INTEGER PRIMARY KEY)")
+    conn.execute("DELETE FROM temp.lexical_unit_ids")
+    conn.executemany("INSERT INTO temp.lexical_unit_ids VALUES (?)", [(i,) for i in ids])
+    current = conn.execute(
+        "SELECT u.unit_id, u.account, u.chat_id, u.kind, u.text, u.content_hash"
+        " FROM temp.lexical_unit_ids k JOIN unitize.units u ON u.unit_id = k.unit_id"
+        " ORDER BY u.unit_id"
+    ).fetchall()
+    indexed = conn.execute(
+        "SELECT i.unit_id, i.kind, i.content_hash FROM temp.lexical_unit_ids k"
+        " JOIN indexed_units i ON i.unit_id = k.unit_id"
+    ).fetchall()
+    old = {int(r[0]): (str(r[1]), str(r[2])) for r in indexed}
+    keep: set[int] = set()
+    rows: list[tuple[int, str, int, str, str, str]] = []
+    for unit_id, account, chat_id, kind, text, content_hash in current:
+        digest = _unit_hash(content_hash)
+        if old.get(unit_id) == (kind, digest):
+            keep.add(unit_id)
+            continue
+        rows.append((unit_id, account, chat_id, kind, text, digest))
+    rewritten = {(row[0], _fts_table(row[3])) for row in rows}
+    gone = [
+        (unit_id, kind)
+        for unit_id, (kind, _) in sorted(old.items())
+        if unit_id not in keep and (unit_id, _fts_table(kind)) not in rewritten
+    ]
+    _delete_units(conn, gone)
+    _write_units(conn, rows)
+    return len(gone) + len(rows)
+
+
+def _delete_units(conn: db.Connection, gone: Iterable[tuple[int, str]]) -> None:
+    by_table: dict[str, list[tuple[int]]] = {"unit_fts": [], "chunk_fts": []}
+    for unit_id, kind in sorted(gone):
+        by_table[_fts_table(kind)].append((unit_id,))
+    for table, ids in by_table.items():
+        conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", ids)
+        conn.executemany("DELETE FROM indexed_units WHERE unit_id = ?", ids)
+
+
+def _write_units(
+    conn: db.Connection, rows: Sequence[tuple[int, str, int, str, str, str]]
+) -> tuple[int, int]:
+    by_table: dict[str, list[tuple[int, str, str]]] = {"unit_fts": [], "chunk_fts": []}
+    for unit_id, _account, _chat_id, kind, text, _digest in sorted(rows):
+        raw, stemmed = index_columns(text)
+        by_table[_fts_table(kind)].append((unit_id, raw, stemmed))
+    for table, fts_rows in by_table.items():
+        conn.executemany(
+            f"INSERT OR REPLACE INTO {table} (rowid, raw, stem) VALUES (?, ?, ?)", fts_rows
+        )
+    conn.executemany(
+        "INSERT OR REPLACE INTO indexed_units (unit_id, account, chat_id, kind, content_hash)"
+        " VALUES (?, ?, ?, ?, ?)",
+        [(u, a, c, k, d) for u, a, c, k, _t, d in rows],
+    )
+    return len(by_table["unit_fts"]), len(by_table["chunk_fts"])
+
+
+# --- rebuild and drop ---
+
+
+def rebuild(conn: db.Connection, *, fetch: int = REBUILD_FETCH) -> IndexCounts:
+    """Drop every FTS row and cursor and index the owners' current rows again (``reindex``).
+
+    Runs as one transaction over one snapshot of each producer file: the cursors are set to
+    the feed heads of that snapshot, so later events are applied by ``apply_feeds`` and
+    nothing in between is lost. Readers keep the old index until the commit.
+
+    Args:
+        conn: lexical.db with ``ingest`` and ``unitize`` attached.
+        fetch: rows read from a producer per step (bounds memory).
+
+    Returns:
+        How many messages, units and chunks were indexed.
+    """
+    started = time.perf_counter()
+    messages = units = chunks = 0
+    with db.storage_errors(), db.transaction(conn):
+        for table in ("msg_fts", "unit_fts", "chunk_fts"):
+            conn.execute(f"INSERT INTO {table} ({table}) VALUES ('delete-all')")
+        conn.execute("DELETE FROM indexed_messages")
+        conn.execute("DELETE FROM indexed_units")
+        conn.execute("DELETE FROM _cursors WHERE feed IN (?, ?)", (FEED_INGEST, FEED_UNITIZE))
+        ingest_head = head(conn, INGEST_SCHEMA)
+        unitize_head = head(conn, UNITIZE_SCHEMA)
+        source = conn.execute(
+            "SELECT m.mid, m.account, m.chat_id, m.msg_id, m.text, md.file_name,"
+            " md.extracted_text FROM ingest.messages m LEFT JOIN ingest.media md ON md.mid = m.mid"
+            " ORDER BY m.mid"
+        )
+        while chunk := source.fetchmany(fetch):
+            fts_rows: list[tuple[int, str, str]] = []
+            book_rows: list[tuple[int, str, int, int, str]] = []
+            for mid, account, chat_id, msg_id, text, file_name, extracted in chunk:
+                content = _message_text(text, file_name, extracted)
+                raw, stemmed = index_columns(content)
+                fts_rows.append((mid, raw, stemmed))
+                book_rows.append((mid, account, chat_id, msg_id, _content_hash(content)))
+            _write_messages(conn, fts_rows, book_rows)
+            messages += len(fts_rows)
+        source = conn.execute(
+            "SELECT unit_id, account, chat_id, kind, text, content_hash FROM unitize.units"
+            " ORDER BY unit_id"
+        )
+        while unit_chunk := source.fetchmany(min(fetch, UNIT_BATCH_MAX)):
+            written = _write_units(
+                conn, [(u, a, c, k, t, _unit_hash(h)) for u, a, c, k, t, h in unit_chunk]
+            )
+            units += written[0]
+            chunks += written[1]
+        set_cursor(conn, FEED_INGEST, ingest_head)
+        set_cursor(conn, FEED_UNITIZE, unitize_head)
+    log.info(
+        "lexical rebuilt: %d messages, %d units, %d chunks in %.0f ms",
+        messages,
+        units,
+        chunks,
+        (time.perf_counter() - started) * 1000,
+    )
+    return IndexCounts(messages=messages, units=units, chunks=chunks)
+
+
+def drop_chat(conn: db.Connection, account: str, chat_id: int) -> int:
+    """Remove every FTS row of one chat (messages, units and chunks); cursors do not move.
+
+    Meant for a chat removed from the store or about to be re-imported: its rows come back
+    only through new feed events or ``rebuild``.
+
+    Returns:
+        The number of FTS rows removed.
+    """
+    with db.storage_errors(), db.transaction(conn):
+        mids = conn.execute(
+            "SELECT mid FROM indexed_messages WHERE account = ? AND chat_id = ? ORDER BY mid",
+            (account, chat_id),
+        ).fetchall()
+        gone_messages = [(int(r[0]),) for r in mids]
+        conn.executemany("DELETE FROM msg_fts WHERE rowid = ?", gone_messages)
+        conn.executemany("DELETE FROM indexed_messages WHERE mid = ?", gone_messages)
+        unit_rows = conn.execute(
+            "SELECT unit_id, kind FROM indexed_units WHERE account = ? AND chat_id = ?",
+            (account, chat_id),
+        ).fetchall()
+        gone_units = [(int(r[0]), str(r[1])) for r in unit_rows]
+        _delete_units(conn, gone_units)
+    log.info(
+        "lexical dropped chat %s/%d: %d messages, %d units",
+        account,
+        chat_id,
+        len(gone_messages),
+        len(gone_units),
+    )
+    return len(gone_messages) + len(gone_units)

@@ -1,0 +1,315 @@
+"""BM25 ranked lists for hybrid search: units, conversation chunks, messages mapped to units.
+
+Invariants:
+* Query words go through the indexing analyser; each becomes ``(raw:"w" OR stem:"s")``, every
+  term double-quoted (quotes doubled), so no user text can break FTS5 syntax.
+* All terms are ANDed first; rows of the ORed query are appended only when that finds fewer
+  than ``limit``, so rows holding every term rank first.
+* Filters (accounts, chats, unit start date, kind, current build) are in the SQL, before the
+  limit; the FTS table drives every join. Scores are ``-bm25(raw 2.0, stem 1.0)``: higher is
+  better, comparable only within one list.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chatseek_core import db
+from chatseek_core.errors import InvalidValue
+from chatseek_core.text import stem, words
+from chatseek_lexical.readiness import require_words_ready
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "MAX_QUERY_TERMS",
+    "MESSAGE_UNIT_KINDS",
+    "UNIT_KINDS",
+    "chunk_list",
+    "match_expression",
+    "message_list",
+    "query_terms",
+    "unit_list",
+]
+
+log = logging.getLogger(__name__)
+
+RAW_WEIGHT = 2.0
+STEM_WEIGHT = 1.0
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+MAX_QUERY_TERMS = 64
+UNIT_KINDS = ("window", "thread", "post")
+CHUNK_KIND = "conversation"
+MESSAGE_UNIT_KINDS = (*UNIT_KINDS, CHUNK_KIND)
+
+
+@dataclass(frozen=True, slots=True)
+class _Filters:
+    """Restrictions every list applies inside its SQL.
+
+    Attributes:
+        account_scope: accounts to search; None means every account in the store.
+        chat_ids: chat ids (marked) to search within the scope; None means every chat.
+        since: unit start date lower bound, unix seconds UTC, inclusive; None for no bound.
+        until: unit start date upper bound, unix seconds UTC, exclusive; None for no bound.
+        kinds: unit kinds; None means the list's default kinds.
+    """
+
+    account_scope: Sequence[str] | None = None
+    chat_ids: Sequence[int] | None = None
+    since: int | None = None
+    until: int | None = None
+    kinds: Sequence[str] | None = None
+
+
+# --- query text ---
+
+
+def query_terms(query_text: str) -> list[tuple[str, str]]:
+    """The ``(raw, stem)`` pairs of the query's words, first occurrence order, no repeats.
+
+    At most ``MAX_QUERY_TERMS`` pairs are kept; an empty list means nothing indexable.
+    """
+    seen: set[str] = set()
+    out: list[tuple[str, str]] = []
+    for word in words(query_text):
+        if word in seen:
+            continue
+        seen.add(word)
+        out.append((word, stem(word)))
+        if len(out) == MAX_QUERY_TERMS:
+            break
+    return out
+
+
+def _quoted(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def match_expression(terms: Sequence[tuple[str, str]], operator: str) -> str:
+    """An FTS5 MATCH string joining each ``(raw:"w" OR stem:"s")`` group by ``operator``.
+
+    Raises:
+        ValueError: ``operator`` is not ``AND`` or ``OR``, or ``terms`` is empty.
+    """
+    if operator not in ("AND", "OR"):
+        raise ValueError(f"operator must be AND or OR, got {operator!r}")
+    if not terms:
+        raise ValueError("no terms to match")
+    groups = [f"(raw:{_quoted(raw)} OR stem:{_quoted(stemmed)})" for raw, stemmed in terms]
+    return f" {operator} ".join(groups)
+
+
+# --- lists ---
+
+
+def unit_list(
+    conn: db.Connection,
+    query_text: str,
+    *,
+    account_scope: Sequence[str] | None = None,
+    chat_ids: Sequence[int] | None = None,
+    since: int | None = None,
+    until: int | None = None,
+    kinds: Sequence[str] | None = None,
+    limit: int = DEFAULT_LIMIT,
+    require_ready: bool = False,
+) -> list[tuple[int, float]]:
+    """Units (window, thread, post) ranked by BM25 over ``unit_fts``.
+
+    Args:
+        conn: lexical.db with ``unitize`` (and, for readiness, ``ingest``) attached.
+        query_text: free text; words without index terms are ignored.
+        account_scope: accounts to search; None means every account in the store.
+        chat_ids: chat ids (marked) to search within the scope; None means every chat.
+        since: unit start date lower bound, unix seconds UTC, inclusive; None for no bound.
+        until: unit start date upper bound, unix seconds UTC, exclusive; None for no bound.
+        kinds: unit kinds to keep; None means window, thread and post.
+        limit: the most rows returned, 1..``MAX_LIMIT``.
+        require_ready: raise instead of answering from an index that is behind its feeds.
+
+    Returns:
+        ``(unit_id, score)`` best first; empty when the query has no indexable words.
+
+    Raises:
+        InvalidValue: a bad limit, kind or date range.
+        IndexNotReady: ``require_ready`` and the word index is behind.
+    """
+    filters = _Filters(account_scope, chat_ids, since, until, kinds)
+    where, params = _unit_filters(filters, allowed=UNIT_KINDS, default=UNIT_KINDS)
+    sql = (
+        f"SELECT unit_fts.rowid, -bm25(unit_fts, {RAW_WEIGHT}, {STEM_WEIGHT}) AS score"
+        " FROM unit_fts CROSS JOIN unitize.units u ON u.unit_id = unit_fts.rowid"
+        f" WHERE unit_fts MATCH :match{where}"
+        " ORDER BY score DESC, unit_fts.rowid LIMIT :limit"
+    )
+    found = _and_then_or(conn, sql, params, query_text, limit, require_ready)
+    return [(int(r[0]), float(r[1])) for r in found]
+
+
+def chunk_list(
+    conn: db.Connection,
+    query_text: str,
+    *,
+    account_scope: Sequence[str] | None = None,
+    chat_ids: Sequence[int] | None = None,
+    since: int | None = None,
+    until: int | None = None,
+    limit: int = DEFAULT_LIMIT,
+    require_ready: bool = False,
+) -> list[tuple[int, float]]:
+    """Conversation chunks of each chat's current build, ranked by BM25 over ``chunk_fts``.
+
+    Args and raises are those of ``unit_list`` (there is no kind filter: every row is a
+    ``conversation`` unit). Chunks of builds that are not current are never returned.
+
+    Returns:
+        ``(unit_id, score)`` best first; empty when the query has no indexable words.
+    """
+    filters = _Filters(account_scope, chat_ids, since, until, (CHUNK_KIND,))
+    where, params = _unit_filters(filters, allowed=(CHUNK_KIND,), default=(CHUNK_KIND,))
+    sql = (
+        f"SELECT chunk_fts.rowid, -bm25(chunk_fts, {RAW_WEIGHT}, {STEM_WEIGHT}) AS score"
+        " FROM chunk_fts CROSS JOIN unitize.units u ON u.unit_id = chunk_fts.rowid"
+        f" WHERE chunk_fts MATCH :match{where}"
+        " ORDER BY score DESC, chunk_fts.rowid LIMIT :limit"
+    )
+    found = _and_then_or(conn, sql, params, query_text, limit, require_ready)
+    return [(int(r[0]), float(r[1])) for r in found]
+
+
+def message_list(
+    conn: db.Connection,
+    query_text: str,
+    *,
+    account_scope: Sequence[str] | None = None,
+    chat_ids: Sequence[int] | None = None,
+    since: int | None = None,
+    until: int | None = None,
+    kinds: Sequence[str] | None = None,
+    limit: int = DEFAULT_LIMIT,
+    require_ready: bool = False,
+) -> list[tuple[int, float, int]]:
+    """Messages ranked by BM25 over ``msg_fts``, mapped to the units that hold them.
+
+    A message reaches its units through ``ingest.messages`` (mid → account, chat, msg_id) and
+    ``unitize.unit_members``; each unit keeps the rank of its best message. _Filters apply to
+    the unit (its chat, start date and kind); ``conversation`` may be asked for in ``kinds``
+    and then only chunks of current builds count.
+
+    Args and raises are those of ``unit_list``; kinds default to window, thread and post.
+
+    Returns:
+        ``(unit_id, score, best_msg_id)`` best first, ``best_msg_id`` being the chat's
+        message id of the unit's best-ranked message; empty when nothing is indexable.
+    """
+    filters = _Filters(account_scope, chat_ids, since, until, kinds)
+    where, params = _unit_filters(filters, allowed=MESSAGE_UNIT_KINDS, default=UNIT_KINDS)
+    sql = (
+        "WITH h AS MATERIALIZED ("
+        f"SELECT rowid AS mid, -bm25(msg_fts, {RAW_WEIGHT}, {STEM_WEIGHT}) AS score"
+        " FROM msg_fts WHERE msg_fts MATCH :match)"
+        " SELECT um.unit_id, MAX(h.score) AS best, m.msg_id"
+        " FROM h CROSS JOIN ingest.messages m ON m.mid = h.mid"
+        " CROSS JOIN unitize.unit_members um ON um.account = m.account"
+        "   AND um.chat_id = m.chat_id AND um.msg_id = m.msg_id"
+        " CROSS JOIN unitize.units u ON u.unit_id = um.unit_id"
+        f" WHERE 1{where}"
+        " GROUP BY um.unit_id ORDER BY best DESC, um.unit_id LIMIT :limit"
+    )
+    found = _and_then_or(conn, sql, params, query_text, limit, require_ready)
+    return [(int(r[0]), float(r[1]), int(r[2])) for r in found]
+
+
+# --- shared machinery ---
+
+
+def _unit_filters(
+    filters: _Filters, *, allowed: Sequence[str], default: Sequence[str]
+) -> tuple[str, dict[str, object]]:
+    """SQL conditions on ``u`` (``unitize.units``) and their named parameters.
+
+    Conversation chunks count only while their build is their chat's current one.
+    """
+    kinds = list(default if filters.kinds is None else filters.kinds)
+    unknown = sorted(set(kinds) - set(allowed))
+    if unknown:
+        raise InvalidValue(
+            f"unknown unit kind(s) {', '.join(unknown)}",
+            hint=f"use one of {', '.join(allowed)}",
+            metadata={"field": "kinds"},
+        )
+    if filters.since is not None and filters.until is not None and filters.since > filters.until:
+        raise InvalidValue(
+            "the date range ends before it starts",
+            hint="give since <= until (unix seconds)",
+            metadata={"field": "since"},
+        )
+    where = " AND u.kind IN (SELECT value FROM json_each(:kinds))"
+    params: dict[str, object] = {"kinds": json.dumps(kinds)}
+    if CHUNK_KIND in kinds:
+        where += (
+            f" AND (u.kind <> '{CHUNK_KIND}' OR EXISTS (SELECT 1 FROM unitize.current_builds cb"
+            " WHERE cb.account = u.account AND cb.chat_id = u.chat_id"
+            " AND cb.build_id = u.build_id))"
+        )
+    if filters.account_scope is not None:
+        where += " AND u.account IN (SELECT value FROM json_each(:accounts))"
+        params["accounts"] = json.dumps(list(filters.account_scope))
+    if filters.chat_ids is not None:
+        where += " AND u.chat_id IN (SELECT value FROM json_each(:chats))"
+        params["chats"] = json.dumps([int(c) for c in filters.chat_ids])
+    if filters.since is not None:
+        where += " AND u.start_date >= :since"
+        params["since"] = int(filters.since)
+    if filters.until is not None:
+        where += " AND u.start_date < :until"
+        params["until"] = int(filters.until)
+    return where, params
+
+
+def _and_then_or(
+    conn: db.Connection,
+    sql: str,
+    params: dict[str, object],
+    query_text: str,
+    limit: int,
+    require_ready: bool,
+) -> list[tuple[Any, ...]]:
+    """Run ``sql`` with the ANDed terms, then top up from the ORed terms; rows best first."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidValue(
+            f"limit must be between 1 and {MAX_LIMIT}",
+            hint=f"ask for at most {MAX_LIMIT} rows",
+            metadata={"field": "limit"},
+        )
+    if require_ready:
+        require_words_ready(conn)
+    terms = query_terms(query_text)
+    if not terms:
+        return []
+    with db.storage_errors():
+        rows = _run(conn, sql, params, match_expression(terms, "AND"), limit)
+        if len(rows) < limit and len(terms) > 1:
+            seen = {r[0] for r in rows}
+            extra = _run(conn, sql, params, match_expression(terms, "OR"), limit + len(rows))
+            rows.extend(r for r in extra if r[0] not in seen)
+            del rows[limit:]
+    log.debug("lexical ranked list: %d terms, %d rows", len(terms), len(rows))
+    return rows
+
+
+def _run(
+    conn: db.Connection,
+    sql: str,
+    params: dict[str, object],
+    match: str,
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    cur = conn.execute(sql, {**params, "match": match, "limit": limit})
+    return [tuple(r) for r in cur]
