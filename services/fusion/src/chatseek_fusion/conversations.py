@@ -54,6 +54,14 @@ def _conversation_of(conn: Connection, build_id: int, first_msg_id: int) -> dict
     ).fetchone()
     if row is None:
         return None
+    members = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT msg_id FROM unitize.links WHERE build_id = ? AND conversation_id = ?"
+            " ORDER BY msg_id",
+            (build_id, int(row[0])),
+        )
+    ]
     return {
         "build_id": build_id,
         "conversation_id": int(row[0]),
@@ -63,6 +71,7 @@ def _conversation_of(conn: Connection, build_id: int, first_msg_id: int) -> dict
         "end": _iso(int(row[4])),
         "message_count": int(row[5]),
         "participants": json.loads(row[6]),
+        "msg_ids": members,
     }
 
 
