@@ -6,7 +6,8 @@ PIP := $(VENV)/bin/pip
 PACKAGES := libs/chatseek-proto libs/chatseek-core services/ingest services/unitize \
 	services/lexical services/embed services/vector services/fusion services/gateway
 TEST_PATHS := libs/chatseek-core/tests services/*/tests tests
-SRC_PATHS := libs/chatseek-core/src services/*/src
+MODULES := chatseek_core chatseek_ingest chatseek_unitize chatseek_lexical chatseek_embed \
+	chatseek_vector chatseek_fusion chatseek_gateway
 STAMP := $(VENV)/.installed
 export CHATSEEK_HOME ?= $(CURDIR)/.chatseek
 
@@ -50,8 +51,8 @@ lint: $(STAMP) ## ruff check + format check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-typecheck: $(STAMP) ## mypy --strict over sources and tests
-	$(VENV)/bin/mypy $(SRC_PATHS) tools
+typecheck: $(STAMP) ## mypy --strict over every package, eval and bench
+	$(VENV)/bin/mypy $(addprefix -p ,$(MODULES)) -p eval -p bench
 
 test: install ## Run the test suite (no network, no Docker, no model download)
 	$(VENV)/bin/pytest -q $(TEST_PATHS)

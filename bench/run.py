@@ -395,7 +395,7 @@ def knn_bench(scale: str, progress: Callable[[str], None]) -> dict[str, Any]:
                 numpy_t.append(time.perf_counter() - started)
                 truth = {u for u, _, _ in exact}
                 recalls.append(len(truth & {u for u, _, _ in quant}) / 10)
-            entry = {
+            entry: dict[str, Any] = {
                 "exact": _latency(exact_t),
                 "quantised": _latency(quant_t),
                 "numpy_scan": _latency(numpy_t),

@@ -163,12 +163,12 @@ def _search(
     from chatseek_core.proto_json import from_document
 
     if mode == "conversations":
-        request = pb.SearchConversationsRequest(
+        question_request = pb.SearchConversationsRequest(
             question=question, chats=[str(c) for c in chat_ids], k=K
         )
         started = time.perf_counter()
         doc = from_document(
-            stack.stub.SearchConversations(request, timeout=SEARCH_TIMEOUT_S).result
+            stack.stub.SearchConversations(question_request, timeout=SEARCH_TIMEOUT_S).result
         )
         took = time.perf_counter() - started
         hits = [

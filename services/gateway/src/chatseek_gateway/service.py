@@ -8,6 +8,8 @@ from chatseek.gateway.v1 import gateway_service_pb2_grpc
 from chatseek_gateway.facade.archive import ArchiveFacade
 from chatseek_gateway.facade.conversations import ConversationsFacade
 from chatseek_gateway.facade.indexes import IndexesFacade
+from chatseek_gateway.facade.messages import MessagesFacade
+from chatseek_gateway.facade.ops import OpsFacade
 from chatseek_gateway.facade.readers import ReadersFacade
 from chatseek_gateway.facade.search import SearchFacade
 from chatseek_gateway.facade.status import StatusFacade
@@ -22,6 +24,8 @@ class GatewayServicer(
     StatusFacade,
     ArchiveFacade,
     SearchFacade,
+    MessagesFacade,
+    OpsFacade,
     ReadersFacade,
     IndexesFacade,
     ConversationsFacade,

@@ -1,14 +1,21 @@
-"""The ingest servicer: proto in, typed core call, proto out."""
+"""The ingest servicer: proto in, typed core call, proto out.
+
+Telegram RPCs connect one client per call (``telegram_runtime.account_client``) and run their
+pass over a connection of their own, since a pass hands it from thread to thread. Long passes
+stream ``OperationEvent`` progress, then their report; consumers are nudged after commits.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import asdict
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 
@@ -21,9 +28,31 @@ from chatseek_core.errors import InvalidArgument
 from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
 from chatseek_ingest import chats, tags
+from chatseek_ingest.auth import complete_login, start_login
+from chatseek_ingest.extract import extract_pending
 from chatseek_ingest.importer import import_export
 from chatseek_ingest.media import read_export_media
+from chatseek_ingest.prune import prune_deleted
 from chatseek_ingest.schema import OWNER
+from chatseek_ingest.sources import (
+    DIALOGS_LIMIT,
+    add_source,
+    dialogs,
+    list_sources,
+    prune_sources,
+    remove_source,
+)
+from chatseek_ingest.sync import sync
+from chatseek_ingest.telegram import FloodPolicy, TelegramClientLike, session_path
+from chatseek_ingest.telegram_runtime import (
+    LazyClient,
+    account_client,
+    fetchable_chats,
+    login_factory,
+    media_limits,
+    refuse_if_syncing,
+    telegram_fetcher,
+)
 
 if TYPE_CHECKING:
     from chatseek_ingest.server import Deps
@@ -33,6 +62,10 @@ __all__ = ["IngestServicer"]
 Ctx = grpc.aio.ServicerContext[Any, Any]
 UPLOAD_PROGRESS_BYTES = 8 * 1024 * 1024
 NUDGE_MIN_INTERVAL_S = 0.5
+TMP_DIR = "tmp"
+
+Progress = Callable[[tuple[int, int, str]], None]
+Work = Callable[[Progress], Awaitable[Mapping[str, Any]]]
 
 
 def _safe_relative(path: str) -> PurePosixPath:
@@ -68,12 +101,56 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
         return committed
 
+    def _budget(self, budget_s: float) -> float | None:
+        return budget_s if budget_s > 0 else None
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[db.Connection]:
+        """A connection of its own for a pass that hands it from thread to thread."""
+        conn = await to_thread(db.connect, self._deps.settings.db_path(OWNER))
+        try:
+            yield conn
+        finally:
+            await to_thread(conn.close)
+
+    def _telegram(self, account: str) -> contextlib.AbstractAsyncContextManager[TelegramClientLike]:
+        return account_client(self._deps.settings, account, self._deps.telegram_factory)
+
+    async def _stream(self, stage: str, work: Work) -> AsyncIterator[common_pb2.OperationEvent]:
+        """Run ``work(on_progress)`` on the loop; stream its progress, nudges, then its report.
+
+        ``on_progress`` may be called from any thread; each call follows a commit, so it also
+        nudges the consumers (throttled). A cancelled RPC cancels the work.
+        """
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[int, int, str] | None] = asyncio.Queue()
+        committed = self._committed_hook()
+
+        def on_progress(value: tuple[int, int, str]) -> None:
+            committed()
+            loop.call_soon_threadsafe(queue.put_nowait, value)
+
+        task = asyncio.ensure_future(work(on_progress))
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (item := await queue.get()) is not None:
+                done, total, note = item
+                yield operation_progress(stage, done, total, note)
+            report = task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await self._deps.nudger.nudge()
+        yield operation_result(report)
+
     # --- import ---
 
     async def ImportExport(
         self, request_iterator: AsyncIterator[pb.ImportExportRequest], context: Ctx
     ) -> AsyncIterator[pb.ImportExportResponse]:
-        tmp_root = self._deps.settings.data_dir / "tmp"
+        tmp_root = self._deps.settings.data_dir / TMP_DIR
         tmp_root.mkdir(parents=True, exist_ok=True)
         workdir = Path(tempfile.mkdtemp(prefix="import-", dir=tmp_root))
         try:
@@ -135,15 +212,178 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             committed = self._committed_hook()
             async for kind, value in stream_progress(run):
                 if kind == "progress":
-                    done, total, note = value  # type: ignore[misc]
+                    done, total, note = cast(tuple[int, int, str], value)
                     yield pb.ImportExportResponse(
                         event=operation_progress("import", done, total, note)
                     )
                 else:
                     await self._deps.nudger.nudge()
-                    yield pb.ImportExportResponse(event=operation_result(value))  # type: ignore[arg-type]
+                    yield pb.ImportExportResponse(
+                        event=operation_result(cast(dict[str, Any], value))
+                    )
         finally:
             await to_thread(shutil.rmtree, workdir, True)
+
+    # --- Telegram: auth ---
+
+    async def StartAuth(self, request: pb.StartAuthRequest, context: Ctx) -> pb.StartAuthResponse:
+        account = self._account(request.account)
+        session_path(self._deps.settings.home, account)
+        factory = await to_thread(login_factory, self._deps.settings, self._deps.telegram_factory)
+        token = await start_login(factory, request.phone.strip(), pending=self._deps.logins)
+        return pb.StartAuthResponse(login_token=token)
+
+    async def CompleteAuth(
+        self, request: pb.CompleteAuthRequest, context: Ctx
+    ) -> pb.CompleteAuthResponse:
+        result = await complete_login(
+            self._deps.logins,
+            request.login_token,
+            request.code,
+            request.password or None,
+            home=self._deps.settings.home,
+            account=self._account(request.account),
+        )
+        return pb.CompleteAuthResponse(user=result.user, session_path=str(result.session_path))
+
+    # --- Telegram: sources and dialogs ---
+
+    async def Dialogs(self, request: pb.DialogsRequest, context: Ctx) -> pb.DialogsResponse:
+        async with self._telegram(self._account(request.account)) as client:
+            matches = await dialogs(client, request.query, request.limit or DIALOGS_LIMIT)
+        return pb.DialogsResponse(
+            result=document({"query": request.query, "matches": [m.to_dict() for m in matches]})
+        )
+
+    async def ListSources(
+        self, request: pb.ListSourcesRequest, context: Ctx
+    ) -> pb.ListSourcesResponse:
+        account = self._account(request.account)
+        rows = await to_thread(lambda: list_sources(self._deps.pool.get(), account))
+        return pb.ListSourcesResponse(result=document({"sources": [r.to_dict() for r in rows]}))
+
+    async def AddSource(self, request: pb.AddSourceRequest, context: Ctx) -> pb.AddSourceResponse:
+        account = self._account(request.account)
+        async with self._connection() as conn, self._telegram(account) as client:
+            added = await add_source(
+                conn,
+                client,
+                account,
+                request.target,
+                since=request.since or None,
+                comments=request.comments,
+            )
+        return pb.AddSourceResponse(result=document(added.to_dict()))
+
+    async def RemoveSource(
+        self, request: pb.RemoveSourceRequest, context: Ctx
+    ) -> pb.RemoveSourceResponse:
+        account = self._account(request.account)
+        removed = await to_thread(
+            lambda: remove_source(self._deps.pool.get(), account, request.target)
+        )
+        await self._deps.nudger.nudge()
+        return pb.RemoveSourceResponse(result=document(removed.to_dict()))
+
+    async def PruneSources(
+        self, request: pb.PruneSourcesRequest, context: Ctx
+    ) -> pb.PruneSourcesResponse:
+        account = self._account(request.account)
+        async with self._connection() as conn, self._telegram(account) as client:
+            report = await prune_sources(conn, client, account, dry_run=request.dry_run)
+        if not request.dry_run:
+            await self._deps.nudger.nudge()
+        return pb.PruneSourcesResponse(result=document(report.to_dict()))
+
+    # --- Telegram: passes ---
+
+    async def Sync(self, request: pb.SyncRequest, context: Ctx) -> AsyncIterator[pb.SyncResponse]:
+        account = self._account(request.account)
+        async with self._connection() as conn:
+            await to_thread(refuse_if_syncing, conn)
+            async with self._telegram(account) as client:
+
+                async def work(on_progress: Progress) -> Mapping[str, Any]:
+                    report = await sync(
+                        conn,
+                        client,
+                        account,
+                        budget_s=self._budget(request.budget_s),
+                        refresh_only=request.refresh_only,
+                        chat_ids=list(request.chat_ids) or None,
+                        on_progress=on_progress,
+                    )
+                    return report.to_dict()
+
+                async for event in self._stream("sync", work):
+                    yield pb.SyncResponse(event=event)
+
+    async def PruneDeleted(
+        self, request: pb.PruneDeletedRequest, context: Ctx
+    ) -> AsyncIterator[pb.PruneDeletedResponse]:
+        account = self._account(request.account)
+        async with self._connection() as conn:
+            await to_thread(refuse_if_syncing, conn)
+            async with self._telegram(account) as client:
+
+                async def work(on_progress: Progress) -> Mapping[str, Any]:
+                    report = await prune_deleted(
+                        conn,
+                        client,
+                        account,
+                        request.chat_id or None,
+                        budget_s=self._budget(request.budget_s),
+                        on_progress=on_progress,
+                    )
+                    return report.to_dict()
+
+                async for event in self._stream("prune", work):
+                    yield pb.PruneDeletedResponse(event=event)
+
+    async def Extract(
+        self, request: pb.ExtractRequest, context: Ctx
+    ) -> AsyncIterator[pb.ExtractResponse]:
+        account = self._account(request.account)
+        settings = self._deps.settings
+        limits = await to_thread(media_limits, settings)
+        budget = self._budget(request.budget_s)
+        clock = time.monotonic
+        policy = FloodPolicy(deadline=clock() + budget if budget is not None else None)
+        lazy = LazyClient(settings, account, self._deps.telegram_factory)
+        loop = asyncio.get_running_loop()
+        work_dir = settings.data_dir / TMP_DIR
+
+        def run(on_progress: Progress) -> dict[str, Any]:
+            conn = self._deps.pool.get()
+            work_dir.mkdir(parents=True, exist_ok=True)
+            fetch = telegram_fetcher(
+                loop=loop,
+                connect=lazy.get,
+                account=account,
+                chats=fetchable_chats(conn, account),
+                policy=policy,
+                max_bytes=limits.max_bytes,
+            )
+            report = extract_pending(
+                conn,
+                fetch=fetch,
+                limits=limits,
+                budget_s=budget,
+                retry_failed=request.retry_failed,
+                on_progress=lambda done, total: on_progress((done, total, "media")),
+                work_dir=work_dir,
+                clock=clock,
+            )
+            return asdict(report)
+
+        async def work(on_progress: Progress) -> Mapping[str, Any]:
+            return await to_thread(run, on_progress)
+
+        try:
+            async for event in self._stream("extract", work):
+                yield pb.ExtractResponse(event=event)
+        finally:
+            await lazy.close()
 
     # --- chats and tags ---
 

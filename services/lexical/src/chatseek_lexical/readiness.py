@@ -18,7 +18,14 @@ from chatseek_core.errors import IndexNotReady
 from chatseek_core.feed import cursor, head
 from chatseek_lexical.indexer import FEED_INGEST, FEED_UNITIZE, INGEST_SCHEMA, UNITIZE_SCHEMA
 
-__all__ = ["FeedLag", "WordsStatus", "require_words_ready", "words_ready", "words_status"]
+__all__ = [
+    "FeedLag",
+    "WordsStatus",
+    "messages_ready",
+    "require_words_ready",
+    "words_ready",
+    "words_status",
+]
 
 _FEEDS = ((FEED_INGEST, INGEST_SCHEMA), (FEED_UNITIZE, UNITIZE_SCHEMA))
 
@@ -106,6 +113,12 @@ def words_ready(conn: db.Connection) -> bool:
     """True only when everything stored in ingest.db and unitize.db is in the word indexes."""
     with db.storage_errors():
         return all(cursor(conn, name) == head(conn, schema) for name, schema in _FEEDS)
+
+
+def messages_ready(conn: db.Connection) -> bool:
+    """True only when every message stored in ingest.db is in the message word index."""
+    with db.storage_errors():
+        return cursor(conn, FEED_INGEST) == head(conn, INGEST_SCHEMA)
 
 
 def require_words_ready(conn: db.Connection) -> None:

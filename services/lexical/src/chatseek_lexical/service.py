@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 
@@ -12,9 +13,17 @@ from chatseek.lexical.v1 import lexical_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.aio import stream_progress, to_thread
 from chatseek_core.errors import IndexNotReady, InvalidArgument
-from chatseek_core.proto_json import operation_progress, operation_result
+from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
 from chatseek_lexical import indexer, ranked, readiness
+from chatseek_lexical.query import (
+    SearchRequest,
+    parse,
+    search,
+    stats,
+    tree_from_json,
+    tree_to_json,
+)
 from chatseek_lexical.schema import OWNER
 
 if TYPE_CHECKING:
@@ -25,6 +34,7 @@ __all__ = ["LexicalServicer"]
 Ctx = grpc.aio.ServicerContext[Any, Any]
 MAX_LIST_LIMIT = 1000
 DEFAULT_LIST_LIMIT = 40
+DEFAULT_SEARCH_LIMIT = 20
 
 
 def _limit(value: int) -> int:
@@ -50,10 +60,11 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
 
-    def _conn(self) -> db.Connection:
-        if not self._deps.ready_to_index():
+    def _conn(self, needs: tuple[str, ...] = ("ingest", "unitize")) -> db.Connection:
+        missing = [name for name in needs if not self._deps.pool.attached(name)]
+        if missing:
             raise IndexNotReady(
-                "the word index has nothing to read yet: ingest or unitize has not started",
+                f"the word index has nothing to read yet: {', '.join(missing)} has not started",
                 hint="start the stack with `chatseek stack up`",
             )
         return self._deps.pool.get()
@@ -118,6 +129,78 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
 
         return await to_thread(run)
 
+    def _search_request(
+        self, request: pb.SearchMessagesRequest, conn: db.Connection
+    ) -> SearchRequest:
+        if bool(request.query) == bool(request.tree_json):
+            raise InvalidArgument(
+                "give exactly one of a query text and a query tree", metadata={"field": "query"}
+            )
+        query: Any = request.query
+        if request.tree_json:
+            try:
+                query = json.loads(request.tree_json)
+            except ValueError as exc:
+                raise InvalidArgument(
+                    f"the query tree is not JSON: {exc}", metadata={"field": "tree_json"}
+                ) from None
+        source = "all" if request.source == "all" else "active"
+        return SearchRequest(
+            query=query,
+            account=request.account or self._deps.settings.account,
+            source=source,
+            chats=tuple(request.chats),
+            timezone=request.timezone or None,
+            limit=request.limit or DEFAULT_SEARCH_LIMIT,
+            page_token=request.page_token or None,
+            newest=request.newest,
+            context=request.context,
+            words_ready=readiness.messages_ready(conn),
+        )
+
+    async def SearchMessages(
+        self, request: pb.SearchMessagesRequest, context: Ctx
+    ) -> pb.SearchMessagesResponse:
+        def run() -> dict[str, Any]:
+            conn = self._conn(("ingest",))
+            return search(conn, self._search_request(request, conn)).to_json()
+
+        return pb.SearchMessagesResponse(result=document(await to_thread(run)))
+
+    async def ParseQuery(
+        self, request: pb.ParseQueryRequest, context: Ctx
+    ) -> pb.ParseQueryResponse:
+        if bool(request.query) == bool(request.tree_json):
+            raise InvalidArgument(
+                "give exactly one of a query text and a query tree", metadata={"field": "query"}
+            )
+        if request.query:
+            tree = parse(request.query)
+        else:
+            try:
+                obj = json.loads(request.tree_json)
+            except ValueError as exc:
+                raise InvalidArgument(
+                    f"the query tree is not JSON: {exc}", metadata={"field": "tree_json"}
+                ) from None
+            tree = tree_from_json(obj)
+        return pb.ParseQueryResponse(tree=document(tree_to_json(tree)))
+
+    async def MessageStats(
+        self, request: pb.MessageStatsRequest, context: Ctx
+    ) -> pb.MessageStatsResponse:
+        def run() -> dict[str, Any]:
+            conn = self._conn(("ingest",))
+            counted = stats(
+                conn,
+                self._search_request(request.search, conn),
+                by=request.by or "chat",
+                timezone=request.search.timezone or None,
+            )
+            return counted.to_json()
+
+        return pb.MessageStatsResponse(result=document(await to_thread(run)))
+
     async def Reindex(
         self, request: pb.ReindexRequest, context: Ctx
     ) -> AsyncIterator[pb.ReindexResponse]:
@@ -128,7 +211,7 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
 
         async for kind, value in stream_progress(run):
             if kind == "progress":
-                stage, done, note = value  # type: ignore[misc]
+                stage, done, note = cast(tuple[str, int, str], value)
                 yield pb.ReindexResponse(event=operation_progress(stage, done, 0, note))
             else:
                 yield pb.ReindexResponse(event=operation_result(value))  # type: ignore[arg-type]

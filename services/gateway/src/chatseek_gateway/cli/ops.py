@@ -38,6 +38,16 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the status document")
     p.set_defaults(handler=_status)
 
+    p = sub.add_parser("verify", help="check every derived store against its sources")
+    p.add_argument("--repair", action="store_true", help="replay from the feeds what is missing")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(handler=_verify)
+
+    p = sub.add_parser("backup", help="write a consistent copy of every database file")
+    p.add_argument("directory", help="an empty directory (created if missing)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_backup)
+
     p_cfg = sub.add_parser("config", help="the user config file")
     cfg_sub = p_cfg.add_subparsers(dest="config_command", metavar="ACTION")
     cfg_sub.required = True
@@ -140,4 +150,44 @@ def _config_init(args: argparse.Namespace) -> int:
             hint="edit it, or move it away to write a fresh template",
         ) from None
     print(f"wrote {path} (mode 0600); set [telegram] api_id and api_hash there")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek_gateway.cli.common import gateway, run_operation
+
+    report = run_operation(
+        gateway().Verify(pb.VerifyRequest(repair=args.repair), timeout=24 * 3600.0)
+    )
+    if args.json:
+        emit(report, as_json=True)
+    else:
+        for finding in report.get("findings", []):
+            mark = "ok  " if finding["ok"] else "FAIL"
+            print(
+                f"{mark} {finding['check']}"
+                + (f" ({finding['problems']})" if finding["problems"] else "")
+            )
+            for example in finding["examples"]:
+                print(f"       {example}")
+        for line in report.get("repaired", []):
+            print(f"repaired: {line}")
+    return 0 if report.get("ok") else 1
+
+
+def _backup(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek_core.proto_json import from_document
+
+    directory = str(Path(args.directory).expanduser().resolve())
+    doc = from_document(call("Backup", pb.BackupRequest(directory=directory), timeout=3600).result)
+    if args.json:
+        emit(doc, as_json=True)
+    else:
+        for f in doc["files"]:
+            print(f"{f['file']:<12} {f['bytes']:>12} bytes")
+        print(f"backup written to {doc['directory']}")
     return 0
