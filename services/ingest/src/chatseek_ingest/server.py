@@ -1,8 +1,12 @@
-"""Builds the ingest gRPC server over an opened, migrated ``ingest.db``."""
+"""Builds the ingest gRPC server over an opened, migrated ``ingest.db``.
+
+The Telegram client is built by ``Deps.telegram_factory`` (the real Telethon client by
+default; tests inject ``FakeTelegram`` there, at the Telethon boundary, and nowhere else).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import grpc
 
@@ -14,23 +18,38 @@ from chatseek_core.consumer import Nudger
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
+from chatseek_ingest.auth import PendingLogins
 from chatseek_ingest.schema import MIGRATIONS, OWNER
 from chatseek_ingest.service import IngestServicer
+from chatseek_ingest.telegram import open_client
+from chatseek_ingest.telegram_runtime import TelegramFactory
 
 __all__ = ["Deps", "create_server", "open_deps", "start"]
 
 
 @dataclass
 class Deps:
-    """What the ingest servicer needs."""
+    """What the ingest servicer needs.
+
+    Attributes:
+        telegram_factory: builds an unconnected Telegram client from (session string, api id,
+            api hash); the session is read from the account's session file by the service.
+        logins: logins waiting for their code (in memory only).
+    """
 
     settings: Settings
     pool: db.ThreadConnections
     nudger: Nudger
+    telegram_factory: TelegramFactory = open_client
+    logins: PendingLogins = field(default_factory=PendingLogins)
 
 
-def open_deps(settings: Settings) -> Deps:
-    """Open and migrate ``ingest.db``; prepare nudges for its consumers."""
+def open_deps(settings: Settings, *, telegram_factory: TelegramFactory | None = None) -> Deps:
+    """Open and migrate ``ingest.db``; prepare nudges for its consumers.
+
+    Args:
+        telegram_factory: replaces the real Telethon client (tests pass a fake here).
+    """
     pool = db.ThreadConnections(settings.db_path(OWNER))
     db.migrate(pool.get(), OWNER, MIGRATIONS)
     nudger = Nudger(
@@ -47,7 +66,12 @@ def open_deps(settings: Settings) -> Deps:
             ),
         ]
     )
-    return Deps(settings=settings, pool=pool, nudger=nudger)
+    return Deps(
+        settings=settings,
+        pool=pool,
+        nudger=nudger,
+        telegram_factory=telegram_factory or open_client,
+    )
 
 
 def create_server(settings: Settings, deps: Deps) -> Running:

@@ -1,9 +1,15 @@
-"""The gateway's archive RPCs: import, tags (and, through ingest, sync, sources, extract)."""
+"""The gateway's archive RPCs, forwarded to ingest: import, tags, Telegram auth, dialogs,
+sources, sync, extract and prune-deleted.
+
+Chat specs (ids, @usernames, titles, ``import:<slug>``) are resolved to chat ids through ingest's
+``ListChats``; dates such as ``--since`` become unix seconds here. Streaming operations pass
+ingest's progress events and final report through unchanged.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 import grpc
 
@@ -12,12 +18,19 @@ from chatseek.ingest.v1 import ingest_service_pb2 as ingest_pb
 from chatseek_core.client import call, decode_error
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.proto_json import document
+from chatseek_gateway.dates import parse_bound
 from chatseek_gateway.facade.base import Ctx, FacadeBase
 
 __all__ = ["ArchiveFacade"]
 
 IMPORT_TIMEOUT_S = 24 * 3600.0
+OPERATION_TIMEOUT_S = 24 * 3600.0
 TAG_TIMEOUT_S = 30.0
+TELEGRAM_TIMEOUT_S = 120.0
+PRUNE_TIMEOUT_S = 600.0
+SOURCE_ACTIONS = ("ls", "add", "rm", "prune")
+
+Event = TypeVar("Event")
 
 
 class ArchiveFacade(FacadeBase):
@@ -53,6 +66,26 @@ class ArchiveFacade(FacadeBase):
                 yield pb.ImportResponse(event=response.event)
         except grpc.aio.AioRpcError as err:
             raise decode_error(err, "ingest") from None
+
+    async def _forward(self, stream: Any, wrap: Callable[[Any], Event]) -> AsyncIterator[Event]:
+        """Pass ingest's streamed ``OperationEvent``s through, decoding a failure."""
+        try:
+            async for response in stream:
+                yield wrap(response.event)
+        except grpc.aio.AioRpcError as err:
+            raise decode_error(err, "ingest") from None
+
+    async def _chat_ids(self, account: str, specs: list[str]) -> list[int]:
+        if not specs:
+            return []
+        reply = await call(
+            self._deps.peers.ingest.ListChats,
+            ingest_pb.ListChatsRequest(accounts=[account], specs=specs),
+            timeout=TAG_TIMEOUT_S,
+            idempotent=True,
+            peer="ingest",
+        )
+        return sorted({int(c.chat.chat_id) for c in reply.chats})
 
     async def _chat_id(self, account: str, spec: str) -> int:
         reply = await call(
@@ -127,3 +160,133 @@ class ArchiveFacade(FacadeBase):
             "msg_id": target.msg_id,
         }
         return pb.TagsResponse(result=document(result))
+
+    # --- Telegram ---
+
+    async def StartAuth(self, request: pb.StartAuthRequest, context: Ctx) -> pb.StartAuthResponse:
+        reply = await call(
+            self._deps.peers.ingest.StartAuth,
+            ingest_pb.StartAuthRequest(account=self._account(request.account), phone=request.phone),
+            timeout=TELEGRAM_TIMEOUT_S,
+            peer="ingest",
+        )
+        return pb.StartAuthResponse(login_token=reply.login_token)
+
+    async def CompleteAuth(
+        self, request: pb.CompleteAuthRequest, context: Ctx
+    ) -> pb.CompleteAuthResponse:
+        reply = await call(
+            self._deps.peers.ingest.CompleteAuth,
+            ingest_pb.CompleteAuthRequest(
+                account=self._account(request.account),
+                login_token=request.login_token,
+                code=request.code,
+                password=request.password,
+            ),
+            timeout=TELEGRAM_TIMEOUT_S,
+            peer="ingest",
+        )
+        return pb.CompleteAuthResponse(user=reply.user, session_path=reply.session_path)
+
+    async def Dialogs(self, request: pb.DialogsRequest, context: Ctx) -> pb.DialogsResponse:
+        reply = await call(
+            self._deps.peers.ingest.Dialogs,
+            ingest_pb.DialogsRequest(
+                account=self._account(request.account), query=request.query, limit=request.limit
+            ),
+            timeout=TELEGRAM_TIMEOUT_S,
+            idempotent=True,
+            peer="ingest",
+        )
+        return pb.DialogsResponse(result=reply.result)
+
+    async def Sources(self, request: pb.SourcesRequest, context: Ctx) -> pb.SourcesResponse:
+        account = self._account(request.account)
+        ingest = self._deps.peers.ingest
+        action = request.action or "ls"
+        if action not in SOURCE_ACTIONS:
+            raise InvalidArgument(
+                f"sources action {action!r} is not {', '.join(SOURCE_ACTIONS)}",
+                metadata={"field": "action"},
+            )
+        if action in ("add", "rm") and not request.target.strip():
+            raise InvalidArgument(
+                f"sources {action} needs a target",
+                hint="a chat id, @username, t.me link, folder:<name> or a title",
+                metadata={"field": "target"},
+            )
+        reply: Any
+        if action == "ls":
+            reply = await call(
+                ingest.ListSources,
+                ingest_pb.ListSourcesRequest(account=account),
+                timeout=TAG_TIMEOUT_S,
+                idempotent=True,
+                peer="ingest",
+            )
+        elif action == "add":
+            reply = await call(
+                ingest.AddSource,
+                ingest_pb.AddSourceRequest(
+                    account=account,
+                    target=request.target,
+                    since=parse_bound(request.since, upper=False),
+                    comments=request.comments,
+                ),
+                timeout=TELEGRAM_TIMEOUT_S,
+                peer="ingest",
+            )
+        elif action == "rm":
+            reply = await call(
+                ingest.RemoveSource,
+                ingest_pb.RemoveSourceRequest(account=account, target=request.target),
+                timeout=PRUNE_TIMEOUT_S,
+                peer="ingest",
+            )
+        else:
+            reply = await call(
+                ingest.PruneSources,
+                ingest_pb.PruneSourcesRequest(account=account, dry_run=request.dry_run),
+                timeout=PRUNE_TIMEOUT_S,
+                idempotent=request.dry_run,
+                peer="ingest",
+            )
+        return pb.SourcesResponse(result=reply.result)
+
+    async def Sync(self, request: pb.SyncRequest, context: Ctx) -> AsyncIterator[pb.SyncResponse]:
+        account = self._account(request.account)
+        chat_ids = await self._chat_ids(account, list(request.chats))
+        stream = self._deps.peers.ingest.Sync(
+            ingest_pb.SyncRequest(budget_s=request.budget_s, account=account, chat_ids=chat_ids),
+            timeout=OPERATION_TIMEOUT_S,
+        )
+        async for event in self._forward(stream, lambda e: pb.SyncResponse(event=e)):
+            yield event
+
+    async def Extract(
+        self, request: pb.ExtractRequest, context: Ctx
+    ) -> AsyncIterator[pb.ExtractResponse]:
+        stream = self._deps.peers.ingest.Extract(
+            ingest_pb.ExtractRequest(
+                budget_s=request.budget_s,
+                retry_failed=request.retry_failed,
+                account=self._account(request.account),
+            ),
+            timeout=OPERATION_TIMEOUT_S,
+        )
+        async for event in self._forward(stream, lambda e: pb.ExtractResponse(event=e)):
+            yield event
+
+    async def PruneDeleted(
+        self, request: pb.PruneDeletedRequest, context: Ctx
+    ) -> AsyncIterator[pb.PruneDeletedResponse]:
+        account = self._account(request.account)
+        chat_id = await self._chat_id(account, request.chat) if request.chat else 0
+        stream = self._deps.peers.ingest.PruneDeleted(
+            ingest_pb.PruneDeletedRequest(
+                account=account, chat_id=chat_id, budget_s=request.budget_s
+            ),
+            timeout=OPERATION_TIMEOUT_S,
+        )
+        async for event in self._forward(stream, lambda e: pb.PruneDeletedResponse(event=e)):
+            yield event
