@@ -257,7 +257,12 @@ class ArchiveFacade(FacadeBase):
         account = self._account(request.account)
         chat_ids = await self._chat_ids(account, list(request.chats))
         stream = self._deps.peers.ingest.Sync(
-            ingest_pb.SyncRequest(budget_s=request.budget_s, account=account, chat_ids=chat_ids),
+            ingest_pb.SyncRequest(
+                budget_s=request.budget_s,
+                account=account,
+                chat_ids=chat_ids,
+                refresh_only=request.refresh_only,
+            ),
             timeout=OPERATION_TIMEOUT_S,
         )
         async for event in self._forward(stream, lambda e: pb.SyncResponse(event=e)):

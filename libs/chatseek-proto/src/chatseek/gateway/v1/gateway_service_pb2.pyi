@@ -845,8 +845,12 @@ class SyncRequest(_message.Message):
     BUDGET_S_FIELD_NUMBER: _builtins.int
     ACCOUNT_FIELD_NUMBER: _builtins.int
     CHATS_FIELD_NUMBER: _builtins.int
+    REFRESH_ONLY_FIELD_NUMBER: _builtins.int
     budget_s: _builtins.float
+    """Seconds the run may take; 0 = unlimited."""
     account: _builtins.str
+    refresh_only: _builtins.bool
+    """A refresh started by a search: never a chat's first sync."""
     @_builtins.property
     def chats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -855,10 +859,11 @@ class SyncRequest(_message.Message):
         budget_s: _builtins.float = ...,
         account: _builtins.str = ...,
         chats: _abc.Iterable[_builtins.str] | None = ...,
+        refresh_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "budget_s", b"budget_s", "chats", b"chats"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "budget_s", b"budget_s", "chats", b"chats", "refresh_only", b"refresh_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
