@@ -120,6 +120,15 @@ class _Interceptor(grpc.aio.ServerInterceptor):
         if isinstance(exc, ChatseekError):
             log.info("rpc %s %s %s %.1fms", method, exc.code.name, exc.reason, ms)
             await context.abort_with_status(rpc_status.to_status(status_for(exc, self._service)))
+        if isinstance(exc, NotImplementedError):
+            log.info("rpc %s UNIMPLEMENTED %.1fms", method, ms)
+            await context.abort_with_status(
+                rpc_status.to_status(
+                    status_pb2.Status(
+                        code=code_pb2.UNIMPLEMENTED, message=f"{method} is not implemented"
+                    )
+                )
+            )
         log.error("rpc %s INTERNAL %.1fms", method, ms, exc_info=exc)
         await context.abort_with_status(rpc_status.to_status(_internal_status()))
 

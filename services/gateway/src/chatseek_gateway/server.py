@@ -10,6 +10,7 @@ from chatseek.gateway.v1 import gateway_service_pb2_grpc
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
+from chatseek_gateway.mcp.http import http_jobs
 from chatseek_gateway.peers import Peers, connect_peers
 from chatseek_gateway.service import GatewayServicer
 
@@ -39,5 +40,7 @@ def create_server(settings: Settings, deps: Deps) -> Running:
 
 
 async def start(settings: Settings) -> Running:
-    """Connect to the peers and bind the server (``python -m chatseek_gateway``)."""
-    return create_server(settings, Deps(settings=settings, peers=connect_peers(settings)))
+    """Connect to the peers, bind the server and, when configured, the MCP HTTP endpoint."""
+    running = create_server(settings, Deps(settings=settings, peers=connect_peers(settings)))
+    running.background.extend(http_jobs(settings, running.handle.port))
+    return running

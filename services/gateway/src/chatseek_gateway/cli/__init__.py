@@ -18,6 +18,7 @@ from chatseek_gateway.cli import (
     archive,
     conversations,
     indexes,
+    mcp_cmd,
     messages,
     ops,
     readers,
@@ -27,7 +28,7 @@ from chatseek_gateway.cli.common import exit_code_for, print_error
 
 __all__ = ["build_parser", "main"]
 
-COMMAND_MODULES = (ops, archive, search, messages, conversations, readers, indexes)
+COMMAND_MODULES = (ops, archive, search, messages, conversations, readers, indexes, mcp_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

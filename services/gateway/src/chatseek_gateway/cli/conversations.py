@@ -1,8 +1,9 @@
 """The ``conversations`` commands of the CLI (and the handler of ``messages links``).
 
-``conversations build`` reconstructs a chat's conversations (publishing atomically), ``list`` /
-``show`` read the current build, ``links`` prints the whole parent map, and ``batches`` drives
-agent-assisted linking: status, get a batch, answer it, then build again.
+``conversations build`` reconstructs a chat's conversations (publishing atomically), ``search``
+finds the conversations that answer a question, ``list`` / ``show`` read the current build,
+``links`` prints the whole parent map, and ``batches`` drives agent-assisted linking: status, get
+a batch, answer it, then build again.
 """
 
 from __future__ import annotations
@@ -45,9 +46,19 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the build report as JSON")
     p.set_defaults(handler=_build)
 
+    p = conv.add_parser("search", help="the conversations that answer a question")
+    p.add_argument("question", nargs="+", help="a natural-language question, in any language")
+    p.add_argument("--chat", action="append", default=[], help="restrict to a chat (repeatable)")
+    p.add_argument("--since", default="", help="only conversations active since (ISO, 7d, …)")
+    p.add_argument("-k", "--limit", type=int, default=0, help="at most this many (default 10)")
+    p.add_argument("--source", choices=["telegram", "all"], default="telegram")
+    p.add_argument("--account", default="", help="account (default: active)")
+    p.add_argument("--json", action="store_true", help="print the whole JSON document")
+    p.set_defaults(handler=_search)
+
     p = conv.add_parser("list", help="conversations of the current build, newest first")
     _common(p)
-    p.add_argument("--since", default="", help="only those active since (2026-03-01, ISO, unix)")
+    p.add_argument("--since", default="", help="only those active since (2026-03-01, 7d, …)")
     p.add_argument("--limit", type=int, default=0, help="at most this many (default 50)")
     p.set_defaults(handler=_list)
 
@@ -121,6 +132,40 @@ def _build(args: argparse.Namespace) -> int:
         if chat.get("stale_answers"):
             print(f"  {chat['stale_answers']} stale agent answers ignored", file=sys.stderr)
     print(f"note: {report.get('note', '')}", file=sys.stderr)
+    return 0
+
+
+def _search(args: argparse.Namespace) -> int:
+    from chatseek.gateway.v1 import gateway_service_pb2 as pb
+
+    doc = _doc(
+        "SearchConversations",
+        pb.SearchConversationsRequest(
+            question=" ".join(args.question),
+            chats=args.chat,
+            source=args.source,
+            account=args.account,
+            since=args.since,
+            k=args.limit,
+        ),
+    )
+    if args.json:
+        emit(doc, as_json=True)
+        return 0
+    for r in doc.get("results", []):
+        c = r["conversation"]
+        chat = c.get("chat", {})
+        title = chat.get("title") or chat.get("id", "")
+        print(
+            f"{r['rank']:>2}. {title} #{c['conversation_id']} {c['start']} .. {c['end']} "
+            f"({c['message_count']} msgs, by {'+'.join(r.get('by', []))})"
+        )
+        print(f"    {_preview(r.get('chunk', {}).get('text', ''))}")
+        print(f"    {r.get('link') or ''}")
+    for w in doc.get("warnings", []):
+        print(f"warning: {w.get('message', '')} ({w.get('code', '')})", file=sys.stderr)
+    if not doc.get("results"):
+        print("no conversation matched; are the chats built (`conversations build`)?")
     return 0
 
 

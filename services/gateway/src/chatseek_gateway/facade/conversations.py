@@ -1,13 +1,12 @@
 """The gateway's conversation RPCs: build, list, show, links and agent link batches.
 
 Each one resolves its ``chat`` spec through ingest ``ListChats`` (exactly one chat) and forwards
-to unitize; documents come back as unitize wrote them. ``since`` accepts an ISO day or instant
-(UTC unless it carries an offset) or unix seconds.
+to unitize; documents come back as unitize wrote them. ``since`` takes the forms every gateway
+date takes (``dates.parse_bound``: ISO day or instant, month, age such as ``7d``).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import AsyncIterator
 
 import grpc
@@ -16,40 +15,17 @@ from chatseek.gateway.v1 import gateway_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2 as ingest_pb
 from chatseek.unitize.v1 import unitize_service_pb2 as unitize_pb
 from chatseek_core.client import call, decode_error
-from chatseek_core.errors import InvalidArgument, InvalidValue
+from chatseek_core.errors import InvalidArgument
 from chatseek_core.proto_json import document, from_document
+from chatseek_gateway.dates import parse_bound
 from chatseek_gateway.facade.base import Ctx, FacadeBase
 
-__all__ = ["ConversationsFacade", "parse_since"]
+__all__ = ["ConversationsFacade"]
 
 BUILD_TIMEOUT_S = 24 * 3600.0
 READ_TIMEOUT_S = 60.0
 RESOLVE_TIMEOUT_S = 30.0
 BATCH_ACTIONS = ("status", "get", "answer")
-
-
-def parse_since(text: str) -> int:
-    """Unix seconds UTC of ``since``: empty (0), digits, an ISO day or an ISO instant.
-
-    Raises:
-        InvalidValue: anything else.
-    """
-    value = text.strip()
-    if not value:
-        return 0
-    if value.isdigit():
-        return int(value)
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidValue(
-            f"--since {text!r} is not a date",
-            hint="use 2026-03-01, 2026-03-01T18:00:00Z or unix seconds",
-            metadata={"field": "since"},
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return int(parsed.timestamp())
 
 
 class ConversationsFacade(FacadeBase):
@@ -102,7 +78,7 @@ class ConversationsFacade(FacadeBase):
     async def ListConversations(
         self, request: pb.ListConversationsRequest, context: Ctx
     ) -> pb.ListConversationsResponse:
-        since = parse_since(request.since)
+        since = parse_bound(request.since, upper=False)
         account, chat_id = await self._conversation_chat(
             self._account(request.account), request.chat
         )

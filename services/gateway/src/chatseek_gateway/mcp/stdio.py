@@ -9,12 +9,12 @@ local stack is started on the first tool call when no gateway answers.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import BinaryIO
 
 import anyio
@@ -45,10 +45,6 @@ class StdoutGuard(io.TextIOBase):
     from) and logged at ERROR on stderr; the protocol stream is never touched.
     """
 
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return "utf-8"
-
     def writable(self) -> bool:
         return True
 
@@ -67,14 +63,18 @@ class StdoutGuard(io.TextIOBase):
         return False
 
 
-@contextmanager
+@contextlib.contextmanager
 def guarded_stdio() -> Iterator[tuple[BinaryIO, BinaryIO]]:
     """Claim stdin/stdout for the protocol; yields ``(wire_in, wire_out)`` binary files.
 
     While inside: fd 1 writes land on stderr, fd 0 reads EOF, ``sys.stdout`` is a
-    ``StdoutGuard``. Everything is restored on exit.
+    ``StdoutGuard``. The descriptors and ``sys.stdout`` are restored on exit.
     """
     sys.stdout.flush()
+    # The wire descriptors belong to the files handed out (their text wrappers may close them);
+    # separate duplicates put fds 0 and 1 back on exit.
+    saved_in_fd = os.dup(STDIN_FD)
+    saved_out_fd = os.dup(STDOUT_FD)
     wire_in_fd = os.dup(STDIN_FD)
     wire_out_fd = os.dup(STDOUT_FD)
     saved_stdout = sys.stdout
@@ -85,14 +85,22 @@ def guarded_stdio() -> Iterator[tuple[BinaryIO, BinaryIO]]:
         os.close(devnull)
     os.dup2(STDERR_FD, STDOUT_FD)
     sys.stdout = StdoutGuard()
-    wire_in = os.fdopen(wire_in_fd, "rb")
+    # A reader thread may still block on the wire after an abnormal exit: its descriptor is never
+    # closed (so never recycled under it); the process ends right after serving anyway.
+    wire_in = os.fdopen(wire_in_fd, "rb", closefd=False)
     wire_out = os.fdopen(wire_out_fd, "wb")
     try:
         yield wire_in, wire_out
     finally:
         sys.stdout = saved_stdout
+        with contextlib.suppress(OSError, ValueError):
+            wire_out.flush()
         wire_out.close()
         wire_in.close()
+        os.dup2(saved_out_fd, STDOUT_FD)
+        os.dup2(saved_in_fd, STDIN_FD)
+        os.close(saved_out_fd)
+        os.close(saved_in_fd)
 
 
 async def _serve(

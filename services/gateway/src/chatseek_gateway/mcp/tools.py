@@ -59,7 +59,6 @@ MAX_TREE_BYTES = 256 * 1024
 MAX_SPEC_CHARS = 256
 MAX_CHATS = 50
 MAX_BOUND_CHARS = 64
-MAX_SOURCE_CHARS = 128
 MAX_TIMEZONE_CHARS = 64
 MAX_PAGE_TOKEN_CHARS = 4096
 MAX_DIALOG_QUERY_CHARS = 256
@@ -71,9 +70,10 @@ DEFAULT_MESSAGES_LIMIT = 20
 MAX_MESSAGES_LIMIT = 100
 MAX_NEIGHBOURS = 20
 STATS_BY = ("chat", "sender", "day", "hour")
+MESSAGE_SOURCES = ("active", "all")
 DEFAULT_CONVERSATIONS = 10
 MAX_CONVERSATIONS_FOUND = 50
-DEFAULT_CONVERSATIONS_LISTED = 20
+DEFAULT_CONVERSATIONS_LISTED = 50
 MAX_CONVERSATIONS_LISTED = 200
 DEFAULT_AROUND = 15
 MAX_AROUND = 100
@@ -84,7 +84,7 @@ MAX_DIALOGS = 100
 DEFAULT_SYNC_BUDGET_S = 45.0
 MAX_SYNC_BUDGET_S = 600.0
 DEFAULT_BATCH_SIZE = 20
-MAX_BATCH_SIZE = 100
+MAX_BATCH_SIZE = 200
 MAX_ANSWERS = 500
 NEW_CONVERSATION = "new"
 
@@ -119,7 +119,8 @@ CLI_ONLY: tuple[tuple[str, ...], ...] = (
     ("sources", "prune"),
     ("reindex",),
 )
-# Tools that change nothing (for the read-only hint); the rest write config, data or answers.
+# Tools that change nothing the user chose (the read-only hint): search's refresh only fetches
+# new messages of chats already synced. The rest write config, delete data or store answers.
 READ_ONLY = frozenset(TOOL_NAMES) - {
     "sources_add",
     "sources_remove",
@@ -166,8 +167,11 @@ LuceneTree = Annotated[
     ),
 ]
 MessagesSource = Annotated[
-    str | None,
-    Field(description="account scope: active (default), all, telegram or telegram/<account>"),
+    str,
+    Field(
+        description="active: the active account's chats; all: every account in the store",
+        json_schema_extra={"enum": ["active", "all"]},
+    ),
 ]
 Timezone = Annotated[
     str | None,
@@ -199,8 +203,8 @@ def _text(field_name: str, value: str | None, max_chars: int, *, required: bool 
     return text
 
 
-def _spec(field_name: str, value: int | str | None, *, required: bool = True) -> str:
-    return _text(field_name, None if value is None else str(value), MAX_SPEC_CHARS, required=required)
+def _spec(field_name: str, value: int | str) -> str:
+    return _text(field_name, str(value), MAX_SPEC_CHARS)
 
 
 def _specs(field_name: str, values: list[int | str] | None, limit: int = MAX_CHATS) -> list[str]:
@@ -348,8 +352,8 @@ def _index_age_min(result: dict[str, Any], now: float) -> float | None:
 
     Imported chats are never synced and do not count; None when no covered chat was synced.
     """
-    fetched = [
-        chat["last_fetched_at"]
+    fetched: list[float] = [
+        float(chat["last_fetched_at"])
         for chat in (result.get("coverage") or {}).get("chats", [])
         if chat.get("last_fetched_at")
     ]
@@ -389,7 +393,8 @@ class ChatseekTools:
         """Run a streaming operation; returns its final report (progress is dropped)."""
         stub = await self._gateway.stub()
         report: dict[str, Any] = {}
-        async for response in stream(getattr(stub, method), request, timeout=timeout, peer="gateway"):
+        responses = stream(getattr(stub, method), request, timeout=timeout, peer="gateway")
+        async for response in responses:
             if response.event.WhichOneof("event") == "result":
                 report = from_document(response.event.result)
         return report
@@ -403,8 +408,9 @@ class ChatseekTools:
     async def _refresh(self, result: dict[str, Any]) -> _Refresh:
         """Sync the searched chats that are older than ``auto_sync_after_min``, within budget.
 
-        Only chats synced before take part, so this never starts a chat's first sync. A
-        running sync, a flood wait or a gateway that cannot sync becomes a warning.
+        Only chats synced before take part, so this never starts a chat's first sync; an
+        ``auto_sync_after_min`` of 0 turns the refresh off. A running sync, a flood wait or a
+        gateway that cannot sync becomes a warning, never a failed search.
         """
         out = _Refresh()
         try:
@@ -432,8 +438,7 @@ class ChatseekTools:
             out.warnings.append(
                 _warning(
                     "SYNC_RUNNING",
-                    f"the index is {age} min old and another sync is running; "
-                    "searched it as it is",
+                    f"the index is {age} min old and another sync is running; searched it as it is",
                 )
             )
         except FloodWait as exc:
@@ -484,7 +489,7 @@ class ChatseekTools:
         mode: Annotated[
             str,
             Field(
-                description="hybrid (words + meaning), lexical (words only) or dense (meaning only)",
+                description="hybrid (words and meaning), lexical (words) or dense (meaning)",
                 json_schema_extra={"enum": list(SEARCH_MODES)},
             ),
         ] = "hybrid",
@@ -529,7 +534,7 @@ class ChatseekTools:
         self,
         query: str | None,
         tree: dict[str, Any] | None,
-        source: str | None,
+        source: str,
         chats: list[int | str] | None,
         timezone: str | None,
     ) -> Any:
@@ -539,7 +544,7 @@ class ChatseekTools:
         return pb.SearchMessagesRequest(
             query=text,
             tree_json=tree_json,
-            source=_text("source", source, MAX_SOURCE_CHARS, required=False),
+            source=_choice("source", source, MESSAGE_SOURCES),
             chats=_specs("chats", chats),
             timezone=_text("timezone", timezone, MAX_TIMEZONE_CHARS, required=False),
         )
@@ -549,7 +554,7 @@ class ChatseekTools:
         self,
         query: LuceneText = None,
         tree: LuceneTree = None,
-        source: MessagesSource = None,
+        source: MessagesSource = "active",
         chats: ChatSpecs = None,
         timezone: Timezone = None,
         limit: Annotated[
@@ -560,7 +565,7 @@ class ChatseekTools:
         ] = None,
         newest: Annotated[bool, Field(description="order by time, newest first")] = False,
         context: Annotated[
-            int, _bounded_int("chronological neighbours before and after each hit", 0, MAX_NEIGHBOURS)
+            int, _bounded_int("neighbours shown before and after each hit", 0, MAX_NEIGHBOURS)
         ] = 0,
     ) -> dict[str, Any]:
         """Strict message search in Lucene syntax: every hit satisfies the query exactly.
@@ -589,7 +594,7 @@ class ChatseekTools:
                 json_schema_extra={"enum": list(STATS_BY)},
             ),
         ] = "chat",
-        source: MessagesSource = None,
+        source: MessagesSource = "active",
         chats: ChatSpecs = None,
         timezone: Timezone = None,
     ) -> dict[str, Any]:
@@ -663,7 +668,9 @@ class ChatseekTools:
         """The messages of one conversation, in order, each with its link and parent."""
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
-        request = pb.ShowConversationRequest(chat=_spec("chat", chat), conversation_id=conversation_id)
+        request = pb.ShowConversationRequest(
+            chat=_spec("chat", chat), conversation_id=conversation_id
+        )
         return await self._document("ShowConversation", request)
 
     @_tool
@@ -805,7 +812,7 @@ class ChatseekTools:
         self,
         target: Annotated[
             str,
-            Field(description="a source id from sources, a folder name, chat id, @username or title"),
+            Field(description="a source id from sources, folder name, chat id, @username or title"),
         ],
     ) -> dict[str, Any]:
         """Remove a source and delete its chats' stored history from every index.
@@ -841,16 +848,15 @@ class ChatseekTools:
     # --- agent-assisted linking ---
 
     @_tool
-    async def link_batches_status(
-        self,
-        chat: Annotated[
-            int | str | None, Field(description="one chat (default: every chat with open work)")
-        ] = None,
-    ) -> dict[str, Any]:
-        """How many messages await an agent's link answer, per chat, and how many are answered."""
+    async def link_batches_status(self, chat: ChatSpec) -> dict[str, Any]:
+        """Agent-assisted linking in one chat: messages, answered, uncertain ones without an answer.
+
+        Also counts stale answers (their message or parent changed since); the build id says
+        which build the numbers describe.
+        """
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
-        request = pb.LinkBatchRequest(action="status", chat=_spec("chat", chat, required=False))
+        request = pb.LinkBatchRequest(action="status", chat=_spec("chat", chat))
         return await self._document("LinkBatch", request)
 
     @_tool
