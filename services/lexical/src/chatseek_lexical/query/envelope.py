@@ -92,6 +92,7 @@ class Item:
     link: str
     fallback_link: str | None
     topic_id: int | None
+    media: dict[str, Any] | None = None
     context_before: tuple[ContextMessage, ...] | None = None
     context_after: tuple[ContextMessage, ...] | None = None
 

@@ -88,6 +88,7 @@ MAX_LIMIT = 1000
 MAX_CONTEXT = 20
 SNIPPET_CHARS = 160
 SNIPPET_LEAD = 50
+MEDIA_TEXT_SHOWN = 300
 PROGRESS_STEPS = 10_000
 TOKEN_VERSION = 1
 ORDER_RELEVANCE = "relevance"
@@ -487,8 +488,10 @@ def _items(
         return ()
     rows = conn.execute(
         "SELECT m.mid, m.account, m.chat_id, m.msg_id, m.date, m.text, m.sender_id,"
-        " m.sender_name, m.topic_id, c.type, c.title, c.username, s.display_name"
+        " m.sender_name, m.topic_id, c.type, c.title, c.username, s.display_name,"
+        " md.kind, md.file_name, md.extracted_text"
         " FROM ingest.messages AS m"
+        " LEFT JOIN ingest.media AS md ON md.mid = m.mid"
         " LEFT JOIN ingest.chats AS c ON c.account = m.account AND c.chat_id = m.chat_id"
         " LEFT JOIN ingest.senders AS s ON s.account = m.account AND s.sender_id = m.sender_id"
         " WHERE m.mid IN (SELECT value FROM json_each(?))",
@@ -504,6 +507,15 @@ def _items(
         chat_type = str(r[9] or "unknown")
         username = str(r[11]) if r[11] else None
         link, fallback = deep_link(chat_type, chat_id, username, msg_id, topic)
+        media = None
+        snippet = _snippet(text, terms)
+        if r[13] is not None:
+            extracted = str(r[15] or "")
+            media = {"kind": str(r[13]), "file_name": r[14], "text": extracted[:MEDIA_TEXT_SHOWN]}
+            if extracted and "**" not in snippet:
+                # The words matched what was read out of the attachment: show that part.
+                label = f"[document: {r[14]}]" if r[13] == "document" else f"[{r[13]}]"
+                snippet = f"{label} {_snippet(extracted, terms)}"
         before = after = None
         if context:
             before, after = _context(conn, account, chat_id, msg_id, context)
@@ -517,7 +529,8 @@ def _items(
                 sender=SenderRef(None if r[6] is None else int(r[6]), str(r[12] or r[7] or "")),
                 date=iso_utc(r[4]),
                 text=text,
-                snippet=_snippet(text, terms),
+                snippet=snippet,
+                media=media,
                 link=link,
                 fallback_link=fallback,
                 topic_id=topic,

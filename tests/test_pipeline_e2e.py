@@ -1,0 +1,170 @@
+"""The whole stack end to end on the project's sample export: import → units → indexes →
+vectors → every kind of search, the readers, verify and backup, and degradation when embed dies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.stack_helpers import alive, cli, cli_json, stack_env
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_EXPORT = ROOT / "demo" / "export"
+SETTLE_TIMEOUT_S = 240
+
+
+def _settle(env: dict[str, str]) -> dict[str, Any]:
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        services = {s["name"]: s for s in cli_json(env, "status", "--json")["services"]}
+        lags = [
+            v for n in ("unitize", "lexical", "vector") for v in services[n]["feed_lag"].values()
+        ]
+        pending = services["vector"]["details"].get("pending") or 0
+        if services["lexical"]["details"].get("words_ready") and not any(lags) and not pending:
+            return services
+        time.sleep(0.5)
+    raise AssertionError("the indexes did not settle")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A private stack with the sample export imported, indexed, embedded and built."""
+    home = tmp_path_factory.mktemp("e2e") / "home"
+    env = stack_env(home)
+    export = tmp_path_factory.mktemp("export") / "export"
+    shutil.copytree(DEMO_EXPORT, export)
+    try:
+        report = cli_json(env, "import", str(export), "--json")
+        status = _settle(env)
+        cli(env, "conversations", "build", "--all")
+        yield {"env": env, "report": report, "status": status, "home": home}
+    finally:
+        cli(env, "stack", "down", check=False)
+
+
+def test_the_import_report_lists_every_chat_with_its_type(stack: dict[str, Any]) -> None:
+    types = {c["type"] for c in stack["report"]["chats"]}
+    assert {"supergroup", "forum", "channel", "private", "group"} <= types
+    assert stack["report"]["messages_imported"] > 300
+    assert stack["report"]["media_text"].get("read", 0) >= 1
+
+
+def test_hybrid_search_finds_the_bank_account_discussion(stack: dict[str, Any]) -> None:
+    doc = cli_json(
+        stack["env"], "search", "--json", "--", "open a bank account without residence permit"
+    )
+    assert doc["hits"], doc
+    top = doc["hits"][0]
+    assert {
+        "rank",
+        "score",
+        "by",
+        "kind",
+        "chat",
+        "date_range",
+        "link",
+        "snippet",
+        "msg_ids",
+    } <= set(top)
+    text = " ".join(h["snippet"] for h in doc["hits"][:3]).lower()
+    assert "bank" in text or "банк" in text
+
+
+def test_each_mode_answers_and_says_which_lists_found_a_hit(stack: dict[str, Any]) -> None:
+    for mode, expected in (("lexical", {"words"}), ("dense", {"meaning"})):
+        doc = cli_json(stack["env"], "search", "--mode", mode, "--json", "--", "аренда квартиры")
+        assert doc["hits"]
+        assert all(set(h["by"]) <= expected for h in doc["hits"])
+
+
+def test_strict_search_returns_only_messages_that_satisfy_the_query(stack: dict[str, Any]) -> None:
+    doc = cli_json(
+        stack["env"], "messages", "search", "--json", "--limit", "50", "--", "банк* OR bank*"
+    )
+    assert doc["items"]
+    for item in doc["items"]:
+        seen = (item["text"] + " " + ((item.get("media") or {}).get("text") or "")).lower()
+        assert "банк" in seen or "bank" in seen
+    assert {"page", "limit", "has_more", "query", "words_ready", "coverage"} <= set(doc)
+
+
+def test_a_bad_query_exits_with_invalid_argument_and_a_caret(stack: dict[str, Any]) -> None:
+    proc = cli(stack["env"], "messages", "search", "--", "bank AND (", check=False)
+    assert proc.returncode == 2
+    assert "SYNTAX_ERROR" in proc.stderr
+    assert "^" in proc.stderr
+
+
+def test_jsonl_streams_one_item_per_line(stack: dict[str, Any]) -> None:
+    proc = cli(stack["env"], "messages", "search", "--jsonl", "--limit", "3", "--", "квартира")
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert 1 <= len(lines) <= 3
+    assert all("locator" in line for line in lines)
+
+
+def test_conversation_search_answers_with_built_conversations(stack: dict[str, Any]) -> None:
+    doc = cli_json(
+        stack["env"], "conversations", "search", "--json", "--", "SIM card in the mountains"
+    )
+    assert doc["results"]
+    first = doc["results"][0]
+    assert first["conversation"]["message_count"] >= 1
+    assert set(first["by"]) <= {"meaning", "words"}
+
+
+def test_readers_follow_a_hit_to_its_thread_context_and_evidence(stack: dict[str, Any]) -> None:
+    env = stack["env"]
+    hit = cli_json(env, "search", "--json", "--", "deposit two months")["hits"][0]
+    chat, msg = str(hit["chat"]["id"]), str(hit["anchor_msg_id"])
+    thread = cli_json(env, "thread", "--json", "--", chat, msg)
+    assert any(m["msg_id"] == int(msg) for m in thread["messages"])
+    context = cli_json(env, "context", "--before", "2", "--after", "2", "--json", "--", chat, msg)
+    assert len(context["messages"]) <= 5
+    evidence = cli_json(env, "evidence", "--json", hit["locators"][0])
+    packet = evidence["evidence"][0]
+    assert packet["fingerprint"].startswith("sha256:")
+    assert packet["chat_history_complete"] is True
+
+
+def test_verify_passes_and_backup_copies_every_file(stack: dict[str, Any], tmp_path: Path) -> None:
+    report = cli_json(stack["env"], "verify", "--json")
+    assert report["ok"], report
+    copy = cli_json(stack["env"], "backup", str(tmp_path / "backup"), "--json")
+    assert {f["file"] for f in copy["files"]} == {
+        "ingest.db",
+        "unitize.db",
+        "lexical.db",
+        "vector.db",
+    }
+
+
+def test_tags_mark_a_chat_for_strict_search(stack: dict[str, Any]) -> None:
+    env = stack["env"]
+    cli(env, "tags", "add", "family", "--chat", "Лена Ковалёва")
+    assert any(t["tag"] == "family" for t in cli_json(env, "tags", "ls", "--json")["tags"])
+    doc = cli_json(env, "messages", "search", "--json", "--", "tag:family")
+    assert doc["items"]
+    assert {i["chat"]["title"] for i in doc["items"]} == {"Лена Ковалёва"}
+
+
+def test_search_degrades_to_words_when_embed_dies(stack: dict[str, Any]) -> None:
+    env = stack["env"]
+    pid = int((Path(env["CHATSEEK_HOME"]) / "run" / "embed.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    doc = cli_json(env, "search", "--json", "--", "bank account")
+    assert doc["hits"]
+    assert any(w["code"] == "DENSE_UNAVAILABLE" for w in doc["warnings"])
+    cli(env, "stack", "up")
