@@ -19,7 +19,6 @@ import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from chatseek_core.errors import InvalidValue
-
 from chatseek_unitize.model import RECIPE_VERSION, CutConfig, Msg, Unit, UnitKind, content_hash
 
 __all__ = [

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import numpy as np
+
 from chatseek_core.errors import InvalidValue
 from chatseek_core.text import normalise, stems
-
 from chatseek_unitize.cutting import chrono_key, is_unit_member
 from chatseek_unitize.model import Msg
 
@@ -61,6 +61,9 @@ MIN_FIRST_NAME_CHARS = 3
 SHORT_MESSAGE_CHARS = 20
 LONG_MESSAGE_CHARS = 120
 RECENT_OWN_SECONDS = 300
+RARE_WORD_IDF = 5.0
+SIMILARITY_Z_CLIP = 3.0
+SIMILARITY_TOP_K = 3
 WEIGHTS_PATH = Path(__file__).with_name("link_weights.json")
 WEIGHTS_FORMAT = 1
 
@@ -73,11 +76,18 @@ _ANSWER_CUES = frozenset(
     "yes yeah yep yup no nope nah ok okay sure thanks thank thx ty np right correct exactly "
     "да нет ага угу ок окей спасибо конечно точно верно неа".split()
 )
+_CONTINUATION_CUES = frozenset(
+    "and but or also so then because plus anyway btw и а но или также тоже ещё еще потом "
+    "так то потому плюс кстати".split()
+)
 _GREETING_CUES = frozenset(
     "hi hello hey hiya greetings howdy morning evening anyone anybody someone somebody "
     "привет приветствую здравствуйте добрый всем ребят ребята народ коллеги подскажите "
     "кто-нибудь кто-то".split()
 )
+# Russian names inflect: a name's base plus these endings covers the common case forms.
+_RU_STEM_FINALS = frozenset("аяйоеь")
+_RU_CASE_ENDINGS = ("", "а", "я", "у", "ю", "е", "и", "ы", "ой", "ей", "ом", "ем", "ым", "ью")
 _CYRILLIC_START = "\u0400"
 _CYRILLIC_END = "\u04ff"
 
@@ -99,7 +109,12 @@ PAIR_FEATURES: tuple[str, ...] = tuple(
     + [
         "same_author",
         "same_author_latest",
+        "same_author_dist<=1",
         "same_author_dist<=3",
+        "same_author_dist<=10",
+        "same_author_c_continues",
+        "same_author_same_addressee",
+        "same_author_new_addressee",
         "c_addresses_p",
         "c_addresses_p_latest",
         "c_mentions_p",
@@ -116,12 +131,25 @@ PAIR_FEATURES: tuple[str, ...] = tuple(
         "c_question",
         "p_question_c_answer_cue",
         "p_greeting",
+        "p_answer_cue",
+        "p_short",
+        "c_short_dist<=2",
         "p_started_conversation",
         "p_conversation_tail",
         "p_in_own_conversation",
         "p_own_conversation_tail",
         "p_conversation_has_c_author",
-        "similarity",
+        "p_answers_c_author",
+        "p_answers_c_own_prev",
+        "p_author_is_partner",
+        "p_has_replies",
+        "p_has_replies_2plus",
+        "p_conversation_size_3plus",
+        "p_same_third_party",
+        "rare_shared_word",
+        "similarity_z",
+        "similarity_best",
+        "similarity_top3",
     ]
 )
 
@@ -189,6 +217,14 @@ def _is_cyrillic(token: str) -> bool:
     return any(_CYRILLIC_START <= ch <= _CYRILLIC_END for ch in token)
 
 
+def _inflections(name: str) -> set[str]:
+    """Case forms of a Russian first name ("Иван" → "ивана", "ивану", "иваном", ...)."""
+    base = name[:-1] if name[-1] in _RU_STEM_FINALS else name
+    if len(base) < MIN_FIRST_NAME_CHARS:
+        return set()
+    return {base + ending for ending in _RU_CASE_ENDINGS}
+
+
 def _name_keys(name: str) -> set[str]:
     """The forms under which a sender may be named in text: full name, nick, first name."""
     full = normalise(name).strip(_TOKEN_STRIP)
@@ -202,9 +238,8 @@ def _name_keys(name: str) -> set[str]:
     parts = full.split()
     if len(parts) > 1 and len(parts[0]) >= MIN_FIRST_NAME_CHARS:
         keys.add(parts[0])
-    if parts and _is_cyrillic(parts[0]) and len(parts[0]) >= MIN_FIRST_NAME_CHARS:
-        # Russian names inflect ("Ивану", "Ивана"): match on the stem as well.
-        keys.update("~" + s for s in stems(parts[0]))
+    if parts and _is_cyrillic(parts[0]):
+        keys.update(_inflections(parts[0]))
     return keys
 
 
@@ -217,6 +252,7 @@ class _Info:
     stems: frozenset[str]
     question: bool
     answer_cue: bool
+    continuation: bool
     greeting: bool
     length: int
 
@@ -242,17 +278,17 @@ def _analyse(m: Msg) -> _Info:
         lead.add(key)
         tokens.add(key)
     stem_set = frozenset(stems(text))
-    cyr = {"~" + s for s in stem_set if _is_cyrillic(s)}
     first_word = raw[0].strip(_TOKEN_STRIP) if raw else ""
     author: int | str = m.sender_id if m.sender_id is not None else normalise(m.sender_name)
     return _Info(
         author=author,
         date=m.date,
-        tokens=frozenset(tokens | cyr),
+        tokens=frozenset(tokens),
         lead=frozenset(lead),
         stems=stem_set,
         question="?" in text,
         answer_cue=first_word in _ANSWER_CUES,
+        continuation=first_word in _CONTINUATION_CUES,
         greeting=first_word in _GREETING_CUES or bool(tokens & _GREETING_CUES),
         length=len(text),
     )
@@ -275,8 +311,10 @@ class LinkContext:
         self._name_keys: dict[int | str, set[str]] = {}
         for m, inf in zip(self.msgs, self.info, strict=True):
             self._name_keys.setdefault(inf.author, set()).update(_name_keys(m.sender_name))
+        self.children: list[list[int]] = [[] for _ in self.msgs]
         self._conv: list[int] = []
         self._conv_tail: dict[int, int] = {}
+        self._conv_size: dict[int, int] = {}
         self._conv_authors: dict[int, set[int | str]] = {}
         self._interaction: dict[frozenset[int | str], int] = {}
         self._key_owner: dict[str, int | str] = {}
@@ -298,6 +336,10 @@ class LinkContext:
         """The latest decided message of conversation ``conv``."""
         return self._conv_tail[conv]
 
+    def conversation_size(self, conv: int) -> int:
+        """How many decided messages conversation ``conv`` holds."""
+        return self._conv_size[conv]
+
     def conversation_authors(self, conv: int) -> set[int | str]:
         """The authors who posted in conversation ``conv`` so far."""
         return self._conv_authors[conv]
@@ -311,6 +353,11 @@ class LinkContext:
         if vectors.shape[0] != len(self.msgs):
             raise InvalidValue("similarity vectors must have one row per message.")
         self._similarity = vectors
+
+    @property
+    def has_similarity(self) -> bool:
+        """Whether message vectors are attached."""
+        return self._similarity is not None
 
     def similarity(self, i: int, cands: Sequence[int]) -> np.ndarray:
         """Cosine similarity of message ``i`` to each candidate (zeros when not attached)."""
@@ -329,9 +376,12 @@ class LinkContext:
         if parent is not None and not 0 <= parent < i:
             raise InvalidValue("a parent must be an earlier message of the same topic.")
         self.parent[i] = parent
+        if parent is not None:
+            self.children[parent].append(i)
         conv = i if parent is None else self._conv[parent]
         self._conv.append(conv)
         self._conv_tail[conv] = i
+        self._conv_size[conv] = self._conv_size.get(conv, 0) + 1
         author = self.info[i].author
         self._conv_authors.setdefault(conv, set()).add(author)
         inf = self.info[i]
@@ -354,6 +404,16 @@ def _bin_index(value: float, edges: Sequence[float]) -> int:
     return len(edges)
 
 
+def _similarity_features(pair: np.ndarray, sims: np.ndarray) -> None:
+    """Rank-based similarity features: they transfer between embedding models."""
+    spread = float(sims.std())
+    z = (sims - sims.mean()) / spread if spread > 0 else np.zeros_like(sims)
+    pair[:, _P["similarity_z"]] = np.clip(z, -SIMILARITY_Z_CLIP, SIMILARITY_Z_CLIP)
+    order = np.argsort(-sims, kind="stable")
+    pair[order[0], _P["similarity_best"]] = 1.0
+    pair[order[:SIMILARITY_TOP_K], _P["similarity_top3"]] = 1.0
+
+
 def featurize(ctx: LinkContext, i: int) -> tuple[list[int], np.ndarray, np.ndarray]:
     """The learned scorer's inputs for message ``i``.
 
@@ -374,6 +434,13 @@ def featurize(ctx: LinkContext, i: int) -> tuple[list[int], np.ndarray, np.ndarr
             own_prev = j
             break
     own_conv = ctx.conversation(own_prev) if own_prev is not None else None
+    partners: set[int | str] = set()
+    if own_prev is not None:
+        own_parent = ctx.parent[own_prev]
+        if own_parent is not None:
+            partners.add(ctx.info[own_parent].author)
+        partners.update(ctx.info[k].author for k in ctx.children[own_prev])
+        partners.discard(c.author)
     seen_authors: dict[int | str, int] = {}
     addressed_c_seen = False
     latest_addr: set[int | str] = set()
@@ -381,7 +448,6 @@ def featurize(ctx: LinkContext, i: int) -> tuple[list[int], np.ndarray, np.ndarr
     c_addresses_someone = bool(c.lead)
     matched_lead = False
     max_overlap = 0.0
-    sims = ctx.similarity(i, cands)
     idf = ctx.idf
     for row, j in zip(range(len(cands) - 1, -1, -1), reversed(cands), strict=True):
         p = ctx.info[j]
@@ -390,7 +456,12 @@ def featurize(ctx: LinkContext, i: int) -> tuple[list[int], np.ndarray, np.ndarr
         f[_P["dist<=1"] + _bin_index(dist, _DISTANCE_BINS)] = 1.0
         f[_P["gap_s<=15"] + _bin_index(c.date - p.date, _GAP_BINS_S)] = 1.0
         shared = c.stems & p.stems
-        overlap = sum(idf.get(s, 0.0) for s in shared) if shared else 0.0
+        overlap = 0.0
+        rarest = 0.0
+        for s in shared:
+            w = idf.get(s, 0.0)
+            overlap += w
+            rarest = max(rarest, w)
         max_overlap = max(max_overlap, overlap)
         f[_P["overlap<=0"] + _bin_index(overlap, _OVERLAP_BINS)] = 1.0
         p_keys = ctx.name_keys(p.author)
@@ -402,7 +473,15 @@ def featurize(ctx: LinkContext, i: int) -> tuple[list[int], np.ndarray, np.ndarr
         if same:
             f[_P["same_author"]] = 1.0
             f[_P["same_author_latest"]] = float(is_latest)
+            f[_P["same_author_dist<=1"]] = float(dist <= 1)
             f[_P["same_author_dist<=3"]] = float(dist <= 3)
+            f[_P["same_author_dist<=10"]] = float(dist <= 10)
+            f[_P["same_author_c_continues"]] = float(c.continuation)
+            if c.lead:
+                if c.lead & p.lead:
+                    f[_P["same_author_same_addressee"]] = 1.0
+                else:
+                    f[_P["same_author_new_addressee"]] = 1.0
         else:
             addr = bool(p_keys & c.lead)
             ment = bool(p_keys & c.tokens)
@@ -416,6 +495,7 @@ def featurize(ctx: LinkContext, i: int) -> tuple[list[int], np.ndarray, np.ndarr
                 f[_P["c_addresses_other"]] = 1.0
             if ment:
                 f[_P["c_mentions_p"]] = 1.0
+
                 if p.author not in latest_ment:
                     latest_ment.add(p.author)
                     f[_P["c_mentions_p_latest"]] = 1.0
@@ -438,6 +518,9 @@ def featurize(ctx: LinkContext, i: int) -> tuple[list[int], np.ndarray, np.ndarr
         f[_P["c_question"]] = float(c.question)
         f[_P["p_question_c_answer_cue"]] = float(p.question and c.answer_cue)
         f[_P["p_greeting"]] = float(p.greeting)
+        f[_P["p_answer_cue"]] = float(p.answer_cue)
+        f[_P["p_short"]] = float(p.length < SHORT_MESSAGE_CHARS)
+        f[_P["c_short_dist<=2"]] = float(c.length < SHORT_MESSAGE_CHARS and dist <= 2)
         conv = ctx.conversation(j)
         f[_P["p_started_conversation"]] = float(ctx.parent[j] is None)
         is_tail = ctx.conversation_tail(conv) == j
@@ -446,9 +529,22 @@ def featurize(ctx: LinkContext, i: int) -> tuple[list[int], np.ndarray, np.ndarr
             f[_P["p_in_own_conversation"]] = 1.0
             f[_P["p_own_conversation_tail"]] = float(is_tail)
         f[_P["p_conversation_has_c_author"]] = float(c.author in ctx.conversation_authors(conv))
-        f[_P["similarity"]] = float(sims[row])
+        p_parent = ctx.parent[j]
+        if p_parent is not None and not same:
+            f[_P["p_answers_c_author"]] = float(ctx.info[p_parent].author == c.author)
+            f[_P["p_answers_c_own_prev"]] = float(p_parent == own_prev)
+        f[_P["p_author_is_partner"]] = float(p.author in partners)
+        n_replies = len(ctx.children[j])
+        f[_P["p_has_replies"]] = float(n_replies >= 1)
+        f[_P["p_has_replies_2plus"]] = float(n_replies >= 2)
+        f[_P["p_conversation_size_3plus"]] = float(ctx.conversation_size(conv) >= 3)
+        if not same and c.lead and c.lead & p.lead:
+            f[_P["p_same_third_party"]] = 1.0
+        f[_P["rare_shared_word"]] = float(rarest >= RARE_WORD_IDF)
         if p_addr_c:
             new[_N["c_addressed_by_candidate"]] = 1.0
+    if ctx.has_similarity and len(cands) > 1:
+        _similarity_features(pair, ctx.similarity(i, cands))
     if not cands:
         new[_N["no_candidates"]] = 1.0
     else:
@@ -552,9 +648,10 @@ class LearnedScorer:
         doc = weights if weights is not None else json.loads(WEIGHTS_PATH.read_text("utf-8"))
         if doc.get("format") != WEIGHTS_FORMAT:
             raise InvalidValue("link weights are in an unknown format.")
-        if tuple(doc.get("pair_features", ())) != PAIR_FEATURES or tuple(
-            doc.get("new_features", ())
-        ) != NEW_FEATURES:
+        if (
+            tuple(doc.get("pair_features", ())) != PAIR_FEATURES
+            or tuple(doc.get("new_features", ())) != NEW_FEATURES
+        ):
             raise InvalidValue("link weights were trained for other features; retrain them.")
         models = doc.get("models")
         name = "similarity" if embed is not None else "base"
@@ -564,9 +661,7 @@ class LearnedScorer:
         self.pair_w = np.asarray(model["pair"], dtype=float)
         self.new_w = np.asarray(model["new"], dtype=float)
         self.new_bias = float(model.get("new_bias", 0.0))
-        if self.pair_w.shape != (len(PAIR_FEATURES),) or self.new_w.shape != (
-            len(NEW_FEATURES),
-        ):
+        if self.pair_w.shape != (len(PAIR_FEATURES),) or self.new_w.shape != (len(NEW_FEATURES),):
             raise InvalidValue("link weights have the wrong shape.")
         self.embed = embed
 

@@ -113,4 +113,19 @@ CREATE TABLE agent_answers (
     + CURSOR_DDL
 )
 
-MIGRATIONS = [Migration(1, "initial", _M001)]
+# Lookups of the incremental re-cut and of builds: a topic's windows in chronological order, a
+# unit by key prefix (thread and post parts), a build's chunks, unfinished builds. A whole chat
+# cut records the ingest feed head it read, so the events it already reflects are skipped.
+_M002 = """
+ALTER TABLE chat_recipes ADD COLUMN feed_seq INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX units_by_topic_start
+    ON units(account, chat_id, topic_key, kind, start_date, first_msg_id);
+CREATE INDEX units_by_kind_key ON units(account, chat_id, kind, key);
+CREATE INDEX units_by_build ON units(build_id) WHERE build_id IS NOT NULL;
+CREATE INDEX conversation_builds_by_state ON conversation_builds(state, account, chat_id);
+"""
+
+MIGRATIONS = [
+    Migration(1, "initial", _M001),
+    Migration(2, "unit and build lookups", _M002),
+]

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
+
 from chatseek.unitize.v1 import unitize_service_pb2 as pb
 from chatseek.unitize.v1 import unitize_service_pb2_grpc
 from chatseek_core import db
-from chatseek_core.aio import to_thread
+from chatseek_core.aio import stream_progress, to_thread
+from chatseek_core.errors import InvalidArgument
+from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
-
+from chatseek_unitize import batches, builds, readers, units
+from chatseek_unitize.model import RECIPE_VERSION
 from chatseek_unitize.schema import OWNER
 
 if TYPE_CHECKING:
@@ -19,6 +24,19 @@ if TYPE_CHECKING:
 __all__ = ["UnitizeServicer"]
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
+PENDING_LISTED = 20
+
+
+def _operation_event(kind: str, value: object, stage: str) -> Any:
+    """An ``OperationEvent`` for one item of ``stream_progress``."""
+    if kind == "result":
+        assert isinstance(value, dict)
+        return operation_result(value)
+    if isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], str):
+        name, done, total = value
+        return operation_progress(name, int(done), int(total))
+    done, total, note = value if isinstance(value, tuple) else (0, 0, "")
+    return operation_progress(stage, int(done), int(total), str(note))
 
 
 class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
@@ -27,11 +45,159 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
 
+    def _account(self, account: str) -> str:
+        return account or self._deps.settings.account
+
+    def _conn(self) -> db.Connection:
+        return self._deps.pool.get()
+
+    async def Notify(self, request: pb.NotifyRequest, context: Ctx) -> pb.NotifyResponse:
+        if self._deps.loop is not None:
+            self._deps.loop.nudge()
+        return pb.NotifyResponse()
+
+    async def Recut(
+        self, request: pb.RecutRequest, context: Ctx
+    ) -> AsyncIterator[pb.RecutResponse]:
+        account = request.account or (self._deps.settings.account if request.chat_ids else "")
+        chat_ids = list(request.chat_ids)
+
+        def run(on_progress: units.Progress) -> dict[str, Any]:
+            report = units.recut_chats(
+                self._conn(), account=account, chat_ids=chat_ids, on_progress=on_progress
+            )
+            return {
+                "chats": report.chats,
+                "upserted": report.upserted,
+                "deleted": report.deleted,
+                "pending_left": report.pending_left,
+            }
+
+        async for kind, value in stream_progress(run):
+            if kind == "result":
+                await self._deps.nudger.nudge()
+            yield pb.RecutResponse(event=_operation_event(kind, value, "recut"))
+
+    async def BuildConversations(
+        self, request: pb.BuildConversationsRequest, context: Ctx
+    ) -> AsyncIterator[pb.BuildConversationsResponse]:
+        if not request.chat_ids and not request.all:
+            raise InvalidArgument(
+                "name the chats to build or ask for all of them",
+                hint="chatseek conversations build --chat CHAT | --all",
+                metadata={"field": "chat_ids"},
+            )
+        account = self._account(request.account)
+        chat_ids = list(request.chat_ids)
+
+        def run(on_progress: builds.Progress) -> dict[str, Any]:
+            reports = builds.build_chats(
+                self._conn(), account, chat_ids, all_chats=request.all, on_progress=on_progress
+            )
+            return {
+                "account": account,
+                "chats": [r.to_dict() for r in reports],
+                "note": readers.IDS_NOTE,
+            }
+
+        async for kind, value in stream_progress(run):
+            if kind == "result":
+                await self._deps.nudger.nudge()
+            yield pb.BuildConversationsResponse(event=_operation_event(kind, value, "build"))
+
+    async def ListConversations(
+        self, request: pb.ListConversationsRequest, context: Ctx
+    ) -> pb.ListConversationsResponse:
+        account = self._account(request.account)
+        doc = await to_thread(
+            lambda: readers.list_conversations(
+                self._conn(), account, request.chat_id, since=request.since, limit=request.limit
+            )
+        )
+        return pb.ListConversationsResponse(result=document(doc))
+
+    async def ShowConversation(
+        self, request: pb.ShowConversationRequest, context: Ctx
+    ) -> pb.ShowConversationResponse:
+        account = self._account(request.account)
+        doc = await to_thread(
+            lambda: readers.show_conversation(
+                self._conn(), account, request.chat_id, request.conversation_id
+            )
+        )
+        return pb.ShowConversationResponse(result=document(doc))
+
+    async def MessageLinks(
+        self, request: pb.MessageLinksRequest, context: Ctx
+    ) -> pb.MessageLinksResponse:
+        account = self._account(request.account)
+        doc = await to_thread(
+            lambda: readers.message_links(self._conn(), account, request.chat_id, request.msg_id)
+        )
+        return pb.MessageLinksResponse(result=document(doc))
+
+    async def ChatLinks(self, request: pb.ChatLinksRequest, context: Ctx) -> pb.ChatLinksResponse:
+        account = self._account(request.account)
+        parents = await to_thread(
+            lambda: readers.chat_links(self._conn(), account, request.chat_id)
+        )
+        return pb.ChatLinksResponse(
+            parents={m: p for m, p in parents.items() if p is not None},
+            roots=[m for m, p in parents.items() if p is None],
+        )
+
+    async def LinkBatchStatus(
+        self, request: pb.LinkBatchStatusRequest, context: Ctx
+    ) -> pb.LinkBatchStatusResponse:
+        account = self._account(request.account)
+        doc = await to_thread(lambda: batches.batch_status(self._conn(), account, request.chat_id))
+        return pb.LinkBatchStatusResponse(result=document(doc))
+
+    async def GetLinkBatch(
+        self, request: pb.GetLinkBatchRequest, context: Ctx
+    ) -> pb.GetLinkBatchResponse:
+        account = self._account(request.account)
+        size = request.size or batches.DEFAULT_BATCH_SIZE
+        doc = await to_thread(
+            lambda: batches.get_batch(self._conn(), account, request.chat_id, size)
+        )
+        return pb.GetLinkBatchResponse(result=document(doc))
+
+    async def AnswerLinkBatch(
+        self, request: pb.AnswerLinkBatchRequest, context: Ctx
+    ) -> pb.AnswerLinkBatchResponse:
+        account = self._account(request.account)
+        doc = await to_thread(
+            lambda: batches.answer_batch(
+                self._conn(), account, request.chat_id, request.answer_json
+            )
+        )
+        return pb.AnswerLinkBatchResponse(result=document(doc))
+
     async def GetStatus(self, request: pb.GetStatusRequest, context: Ctx) -> pb.GetStatusResponse:
         def read() -> pb.GetStatusResponse:
-            conn = self._deps.pool.get()
+            conn = self._conn()
+            pending = units.recut_pending(conn)
+            counts = {
+                str(kind): int(n)
+                for kind, n in conn.execute("SELECT kind, COUNT(*) FROM units GROUP BY kind")
+            }
+            built = int(conn.execute("SELECT COUNT(*) FROM current_builds").fetchone()[0])
             return pb.GetStatusResponse(
-                status=service_status(OWNER, schema_version=db.schema_version(conn, OWNER))
+                status=service_status(
+                    OWNER,
+                    schema_version=db.schema_version(conn, OWNER),
+                    feed_lag={"ingest": units.ingest_lag(conn)},
+                    details={
+                        "units": counts,
+                        "recut_pending": len(pending),
+                        "recut_pending_chats": [
+                            {"account": a, "chat_id": c} for a, c in pending[:PENDING_LISTED]
+                        ],
+                        "recipe": RECIPE_VERSION,
+                        "built_chats": built,
+                    },
+                )
             )
 
         return await to_thread(read)

@@ -1,0 +1,517 @@
+"""Conversation builds: link a chat's messages, group and chunk them, and publish atomically.
+
+Owns ``conversation_builds``, ``current_builds``, ``links``, ``conversations`` and the chunk
+units (kind ``conversation``). Invariants:
+* A build writes under a new ``build_id`` in state ``building``; one final transaction marks it
+  ``complete``, points ``current_builds`` at it and retires the previous build. Readers never see
+  a build in progress; one that fails or is killed exposes nothing, and its leftovers go at the
+  next start (``discard_unfinished``) or the chat's next build.
+* Chunks are keyed by content hash: a chunk the previous build had keeps its ``unit_id``; only
+  new and dropped chunks are announced, in the publishing transaction.
+* Stale agent answers are not applied; builds of one chat never overlap in the process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from chatseek_core import db
+from chatseek_core.db import Connection
+from chatseek_core.errors import ChatNotFound
+from chatseek_unitize import loader
+from chatseek_unitize.batches import valid_answers
+from chatseek_unitize.chunking import chunk_conversation
+from chatseek_unitize.cutting import chrono_key
+from chatseek_unitize.linking import (
+    WEIGHTS_PATH,
+    LearnedScorer,
+    Link,
+    LinkScorer,
+    RuleScorer,
+    build_links,
+    conversations,
+)
+from chatseek_unitize.model import RECIPE_VERSION, Msg
+from chatseek_unitize.store import StoredUnit, UnitWriter, stored_units, topic_key
+
+__all__ = [
+    "CHUNK_KIND",
+    "WRITE_BATCH",
+    "BuildReport",
+    "ChunkUnit",
+    "build_chat",
+    "build_chats",
+    "default_scorer",
+    "discard_unfinished",
+    "scorer_name",
+]
+
+log = logging.getLogger(__name__)
+
+CHUNK_KIND = "conversation"
+UNKNOWN_SENDER = "unknown"
+WRITE_BATCH = 5000
+"""Links (or chunks) written per transaction while a build is in progress."""
+
+Progress = Callable[[tuple[str, int, int]], None]
+
+_locks: dict[tuple[str, int], threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkUnit:
+    """A conversation chunk as stored in ``units`` (kind ``conversation``).
+
+    Attributes mirror ``model.Unit``; ``key`` is ``h:<content hash>`` (``:<n>`` appended for
+    the n-th repeat of the same text in one build).
+    """
+
+    key: str
+    topic_id: int | None
+    msg_ids: tuple[int, ...]
+    first_date: int
+    last_date: int
+    senders: tuple[str, ...]
+    reactions: int
+    text: str
+    content_hash: str
+    recipe: int = RECIPE_VERSION
+    kind: str = CHUNK_KIND
+
+
+@dataclass
+class BuildReport:
+    """What one build did; ``to_dict`` is the JSON the RPC streams as its result."""
+
+    account: str
+    chat_id: int
+    build_id: int
+    previous_build_id: int | None
+    scorer: str
+    messages: int = 0
+    conversations: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    answers_applied: int = 0
+    stale_answers: int = 0
+    chunks: int = 0
+    chunks_reused: int = 0
+    chunks_new: int = 0
+    chunks_dropped: int = 0
+    ms: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        """The report as a JSON-shaped mapping."""
+        return asdict(self)
+
+
+def default_scorer() -> LinkScorer:
+    """The learned scorer when its weights ship with the package, else the rule scorer."""
+    if WEIGHTS_PATH.exists():
+        return LearnedScorer()
+    return RuleScorer()
+
+
+def scorer_name(scorer: LinkScorer) -> str:
+    """The name a build records for its scorer: ``learned``, ``rules`` or the class name."""
+    if isinstance(scorer, LearnedScorer):
+        return "learned" if scorer.embed is None else "learned+similarity"
+    if isinstance(scorer, RuleScorer):
+        return "rules"
+    return type(scorer).__name__
+
+
+def _lock_for(account: str, chat_id: int) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault((account, chat_id), threading.Lock())
+
+
+def _progress(on_progress: Progress | None, stage: str, done: int, total: int) -> None:
+    if on_progress is not None:
+        on_progress((stage, done, total))
+
+
+# --- cleanup ---
+
+
+def _discard(conn: Connection, build_ids: Sequence[int]) -> int:
+    """Delete the rows of unpublished builds and mark them failed (inside a transaction)."""
+    for build_id in build_ids:
+        chunk_ids = [
+            (int(r[0]),)
+            for r in conn.execute(
+                "SELECT unit_id FROM units WHERE build_id = ? AND kind = ?", (build_id, CHUNK_KIND)
+            )
+        ]
+        conn.executemany("DELETE FROM unit_members WHERE unit_id = ?", chunk_ids)
+        conn.executemany("DELETE FROM units WHERE unit_id = ?", chunk_ids)
+        conn.execute("DELETE FROM links WHERE build_id = ?", (build_id,))
+        conn.execute("DELETE FROM conversations WHERE build_id = ?", (build_id,))
+        conn.execute(
+            "UPDATE conversation_builds SET state = 'failed', finished_at = unixepoch()"
+            " WHERE build_id = ?",
+            (build_id,),
+        )
+    return len(build_ids)
+
+
+def discard_unfinished(conn: Connection, account: str = "", chat_id: int | None = None) -> int:
+    """Remove every build left ``building`` (by a crash), or only those of one chat.
+
+    Returns:
+        How many builds were discarded.
+    """
+    where, params = "state = 'building'", []
+    if chat_id is not None:
+        where += " AND account = ? AND chat_id = ?"
+        params += [account, chat_id]
+    with db.transaction(conn):
+        ids = [
+            int(r[0])
+            for r in conn.execute(f"SELECT build_id FROM conversation_builds WHERE {where}", params)
+        ]
+        count = _discard(conn, ids)
+    if count:
+        log.info("discarded %d unfinished conversation builds", count)
+    return count
+
+
+# --- building ---
+
+
+def _conversation_rows(
+    build_id: int, groups: Sequence[Sequence[int]], msgs: dict[int, Msg]
+) -> tuple[dict[int, int], list[tuple[object, ...]]]:
+    """Conversation ids by message, and the ``conversations`` rows (ids from 1, by start)."""
+    ordered = sorted(
+        (sorted((msgs[i] for i in g), key=chrono_key) for g in groups if g),
+        key=lambda seq: chrono_key(seq[0]),
+    )
+    conv_of: dict[int, int] = {}
+    rows: list[tuple[object, ...]] = []
+    for conv_id, seq in enumerate(ordered, start=1):
+        names: dict[str, None] = {}
+        for m in seq:
+            conv_of[m.msg_id] = conv_id
+            names.setdefault(m.sender_name or UNKNOWN_SENDER, None)
+        rows.append(
+            (
+                build_id,
+                conv_id,
+                seq[0].msg_id,
+                seq[-1].msg_id,
+                min(m.date for m in seq),
+                max(m.date for m in seq),
+                len(seq),
+                json.dumps(list(names), ensure_ascii=False),
+            )
+        )
+    return conv_of, rows
+
+
+def _chunk_units(seq: Sequence[Msg], repeats: dict[tuple[int, str], int]) -> list[ChunkUnit]:
+    """The chunks of one conversation (its messages in order) as storable units."""
+    out: list[ChunkUnit] = []
+    for chunk in chunk_conversation(seq):
+        tkey = (topic_key(seq[0].topic_id), chunk.content_hash)
+        n = repeats.get(tkey, 0)
+        repeats[tkey] = n + 1
+        key = f"h:{chunk.content_hash}" if n == 0 else f"h:{chunk.content_hash}:{n}"
+        ids = set(chunk.msg_ids)
+        members = [m for m in seq if m.msg_id in ids]
+        names: dict[str, None] = {}
+        for m in members:
+            names.setdefault(m.sender_name or UNKNOWN_SENDER, None)
+        out.append(
+            ChunkUnit(
+                key=key,
+                topic_id=seq[0].topic_id,
+                msg_ids=tuple(chunk.msg_ids),
+                first_date=min(m.date for m in members),
+                last_date=max(m.date for m in members),
+                senders=tuple(names),
+                reactions=sum(m.reactions for m in members),
+                text=chunk.text,
+                content_hash=chunk.content_hash,
+            )
+        )
+    return out
+
+
+def build_chat(
+    conn: Connection,
+    account: str,
+    chat_id: int,
+    scorer: LinkScorer | None = None,
+    *,
+    on_progress: Progress | None = None,
+    write_batch: int = WRITE_BATCH,
+) -> BuildReport:
+    """Build the conversations of one chat and publish them atomically.
+
+    Args:
+        conn: ``unitize.db`` with ``ingest.db`` attached as ``ingest``.
+        scorer: Decides links no reply or answer fixes (``default_scorer()`` when None).
+        on_progress: Receives ``(stage, done, total)``: load, link, write, chunk, publish.
+        write_batch: Rows per transaction while the build is unpublished.
+
+    Returns:
+        The report of the published build.
+
+    Raises:
+        ChatNotFound: ingest has no such chat.
+    """
+    with _lock_for(account, chat_id):
+        return _build(conn, account, chat_id, scorer or default_scorer(), on_progress, write_batch)
+
+
+def _build(
+    conn: Connection,
+    account: str,
+    chat_id: int,
+    scorer: LinkScorer,
+    on_progress: Progress | None,
+    write_batch: int,
+) -> BuildReport:
+    started = time.perf_counter()
+    if loader.chat_info(conn, account, chat_id) is None:
+        raise ChatNotFound(
+            f"chat {chat_id} is not in the archive of account {account}",
+            hint="list chats with `chatseek chats`",
+            metadata={"chat_id": str(chat_id)},
+        )
+    _progress(on_progress, "load", 0, 0)
+    msgs = loader.load_chat(conn, account, chat_id)
+    answers = valid_answers(conn, account, chat_id)
+    _progress(on_progress, "link", 0, len(msgs))
+    links = build_links(msgs, agent_answers=answers.valid, scorer=scorer)
+    by_id = {m.msg_id: m for m in msgs}
+    discard_unfinished(conn, account, chat_id)
+    with db.transaction(conn):
+        prev_row = conn.execute(
+            "SELECT build_id FROM current_builds WHERE account = ? AND chat_id = ?",
+            (account, chat_id),
+        ).fetchone()
+        build_id = int(
+            conn.execute(
+                "INSERT INTO conversation_builds (account, chat_id, state, scorer, message_count)"
+                " VALUES (?, ?, 'building', ?, ?) RETURNING build_id",
+                (account, chat_id, scorer_name(scorer), len(links)),
+            ).fetchone()[0]
+        )
+    report = BuildReport(
+        account=account,
+        chat_id=chat_id,
+        build_id=build_id,
+        previous_build_id=None if prev_row is None else int(prev_row[0]),
+        scorer=scorer_name(scorer),
+        messages=len(links),
+        stale_answers=len(answers.stale),
+    )
+    try:
+        _write_links(conn, build_id, links, by_id, report, on_progress, write_batch)
+        fresh, reused = _write_chunks(conn, account, chat_id, build_id, links, by_id, report)
+        _progress(on_progress, "chunk", report.chunks, report.chunks)
+        _publish(conn, account, chat_id, build_id, report, fresh, reused)
+        _progress(on_progress, "publish", 1, 1)
+    except BaseException:
+        try:
+            with db.transaction(conn):
+                _discard(conn, [build_id])
+        except Exception:
+            log.exception("could not discard failed build %d; it goes at the next start", build_id)
+        raise
+    report.ms = int((time.perf_counter() - started) * 1000)
+    log.info(
+        "built chat %s/%d: build %d, %d messages, %d conversations, %d chunks (%d reused) in %d ms",
+        account,
+        chat_id,
+        build_id,
+        report.messages,
+        report.conversations,
+        report.chunks,
+        report.chunks_reused,
+        report.ms,
+    )
+    return report
+
+
+def _write_links(
+    conn: Connection,
+    build_id: int,
+    links: Sequence[Link],
+    by_id: dict[int, Msg],
+    report: BuildReport,
+    on_progress: Progress | None,
+    write_batch: int,
+) -> None:
+    groups = conversations(links)
+    conv_of, conv_rows = _conversation_rows(build_id, groups, by_id)
+    report.conversations = len(conv_rows)
+    rows = []
+    for link in links:
+        report.reasons[link.reason] = report.reasons.get(link.reason, 0) + 1
+        rows.append(
+            (
+                build_id,
+                link.msg_id,
+                link.parent_id,
+                conv_of[link.msg_id],
+                link.reason,
+                link.confidence,
+                json.dumps([list(r) for r in link.rejected]) if link.rejected else None,
+            )
+        )
+    report.answers_applied = report.reasons.get("agent", 0)
+    for start in range(0, len(rows), write_batch):
+        with db.transaction(conn):
+            conn.executemany(
+                "INSERT INTO links (build_id, msg_id, parent_id, conversation_id, reason,"
+                " confidence, rejected) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows[start : start + write_batch],
+            )
+        _progress(on_progress, "write", min(start + write_batch, len(rows)), len(rows))
+    for start in range(0, len(conv_rows), write_batch):
+        with db.transaction(conn):
+            conn.executemany(
+                "INSERT INTO conversations (build_id, conversation_id, first_msg_id,"
+                " last_msg_id, start_date, end_date, message_count, participants)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                conv_rows[start : start + write_batch],
+            )
+
+
+def _write_chunks(
+    conn: Connection,
+    account: str,
+    chat_id: int,
+    build_id: int,
+    links: Sequence[Link],
+    by_id: dict[int, Msg],
+    report: BuildReport,
+) -> tuple[list[int], list[tuple[StoredUnit, ChunkUnit]]]:
+    """Insert the chunks the previous build lacks; pair the others with their stored unit."""
+    members: dict[int, Msg] = {link.msg_id: by_id[link.msg_id] for link in links}
+    repeats: dict[tuple[int, str], int] = {}
+    chunks: list[ChunkUnit] = []
+    for group in conversations(links):
+        seq = sorted((members[i] for i in group), key=chrono_key)
+        chunks.extend(_chunk_units(seq, repeats))
+    report.chunks = len(chunks)
+    prev = {
+        u.ident: u
+        for u in stored_units(
+            conn,
+            account,
+            chat_id,
+            "kind = ? AND build_id IN (SELECT build_id FROM current_builds"
+            " WHERE account = ? AND chat_id = ?)",
+            (CHUNK_KIND, account, chat_id),
+        )
+    }
+    reused: list[tuple[StoredUnit, ChunkUnit]] = []
+    new: list[ChunkUnit] = []
+    for chunk in chunks:
+        old = prev.get((topic_key(chunk.topic_id), CHUNK_KIND, chunk.key))
+        if old is not None and old.content_hash == chunk.content_hash:
+            reused.append((old, chunk))
+        else:
+            new.append(chunk)
+    fresh: list[int] = []
+    for start in range(0, len(new), WRITE_BATCH):
+        with db.transaction(conn):
+            writer = UnitWriter(conn, account)
+            fresh.extend(
+                writer.insert_many(
+                    chat_id, None, new[start : start + WRITE_BATCH], build_id=build_id
+                )
+            )
+    report.chunks_new = len(fresh)
+    report.chunks_reused = len(reused)
+    return fresh, reused
+
+
+def _publish(
+    conn: Connection,
+    account: str,
+    chat_id: int,
+    build_id: int,
+    report: BuildReport,
+    fresh: Iterable[int],
+    reused: Sequence[tuple[StoredUnit, ChunkUnit]],
+) -> None:
+    """The one transaction that makes the build current and retires the previous one."""
+    with db.transaction(conn):
+        state = conn.execute(
+            "SELECT state FROM conversation_builds WHERE build_id = ?", (build_id,)
+        ).fetchone()
+        if state is None or state[0] != "building":
+            raise RuntimeError(f"build {build_id} was discarded while it ran")
+        writer = UnitWriter(conn, account)
+        for old, chunk in reused:
+            writer.retarget(old, chat_id, chunk, build_id)
+        kept = {old.unit_id for old, _ in reused}
+        prev = report.previous_build_id
+        if prev is not None:
+            dropped = [
+                u
+                for u in stored_units(
+                    conn, account, chat_id, "kind = ? AND build_id = ?", (CHUNK_KIND, prev)
+                )
+                if u.unit_id not in kept
+            ]
+            writer.delete(dropped)
+            report.chunks_dropped = len(dropped)
+            conn.execute("DELETE FROM links WHERE build_id = ?", (prev,))
+            conn.execute("DELETE FROM conversations WHERE build_id = ?", (prev,))
+            conn.execute(
+                "UPDATE conversation_builds SET state = 'superseded' WHERE build_id = ?", (prev,)
+            )
+        for unit_id in fresh:
+            writer.announce(chat_id, unit_id, "upsert")
+        conn.execute(
+            "UPDATE conversation_builds SET state = 'complete', finished_at = unixepoch(),"
+            " message_count = ?, conversation_count = ? WHERE build_id = ?",
+            (report.messages, report.conversations, build_id),
+        )
+        conn.execute(
+            "INSERT INTO current_builds (account, chat_id, build_id) VALUES (?, ?, ?)"
+            " ON CONFLICT (account, chat_id) DO UPDATE SET build_id = excluded.build_id",
+            (account, chat_id, build_id),
+        )
+        writer.flush()
+
+
+def build_chats(
+    conn: Connection,
+    account: str,
+    chat_ids: Sequence[int],
+    *,
+    all_chats: bool = False,
+    scorer: LinkScorer | None = None,
+    on_progress: Progress | None = None,
+) -> list[BuildReport]:
+    """Build several chats one after the other (every chat of ``account`` with ``all_chats``).
+
+    Raises:
+        ChatNotFound: a named chat is not in the archive (chats built before it stay built).
+    """
+    targets = list(chat_ids)
+    if all_chats:
+        targets = [
+            int(r[0])
+            for r in conn.execute(
+                "SELECT chat_id FROM ingest.chats WHERE account = ? ORDER BY chat_id", (account,)
+            )
+        ]
+    chosen = scorer or default_scorer()
+    reports = []
+    for done, chat_id in enumerate(targets, start=1):
+        reports.append(build_chat(conn, account, chat_id, chosen, on_progress=on_progress))
+        _progress(on_progress, "chats", done, len(targets))
+    return reports

@@ -1,0 +1,287 @@
+"""Conversation builds: links, conversations and chunks published atomically, crash-safe."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlean
+from helpers_unitize import ACCOUNT, GROUP, Stores, make_stores, msg
+
+from chatseek_core import db
+from chatseek_core.errors import ChatNotFound, IndexNotReady
+from chatseek_unitize import readers
+from chatseek_unitize.batches import answer_batch, batch_status
+from chatseek_unitize.builds import build_chat, build_chats, discard_unfinished
+from chatseek_unitize.linking import RuleScorer
+
+KILL_WAIT_S = 120.0
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> Iterator[Stores]:
+    """A group chat with two interleaved discussions and a reply, already cut into units."""
+    s = make_stores(tmp_path / "data")
+    s.chat(GROUP)
+    s.put(
+        [
+            msg(1, 0, "who knows a good dentist downtown?", sender=1),
+            msg(2, 1, "User1: try the clinic on Main street", sender=2, reply_to=1),
+            msg(3, 2, "anyone selling a bike?", sender=3),
+            msg(4, 3, "User3 I have one, 150 EUR", sender=4),
+            msg(5, 4, "thanks, booked it", sender=1, reply_to=2),
+            msg(6, 5, "User4: can I see it tomorrow?", sender=3),
+            msg(7, 6, "", sender=2, service=True),
+            msg(8, 300, "new topic: the tram strike on monday", sender=5),
+        ]
+    )
+    s.drain()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _chunks(s: Stores) -> dict[int, tuple[int | None, str]]:
+    return {
+        int(r[0]): (None if r[1] is None else int(r[1]), str(r[2]))
+        for r in s.unitize.execute(
+            "SELECT unit_id, build_id, content_hash FROM units WHERE kind = 'conversation'"
+        )
+    }
+
+
+def _state(s: Stores, build_id: int) -> str:
+    row = s.unitize.execute(
+        "SELECT state FROM conversation_builds WHERE build_id = ?", (build_id,)
+    ).fetchone()
+    return str(row[0])
+
+
+def test_a_build_publishes_links_conversations_and_chunks(stores: Stores) -> None:
+    head = stores.feed_head()
+    stages: list[str] = []
+
+    report = build_chat(
+        stores.unitize, ACCOUNT, GROUP, RuleScorer(), on_progress=lambda p: stages.append(p[0])
+    )
+
+    assert _state(stores, report.build_id) == "complete"
+    assert report.previous_build_id is None
+    assert report.messages == 7
+    assert report.reasons["reply"] == 2
+    assert stages[0] == "load" and stages[-1] == "publish"
+    links = readers.chat_links(stores.unitize, ACCOUNT, GROUP)
+    assert links[2] == 1 and links[5] == 2
+    assert links[7] is None
+    listed = readers.list_conversations(stores.unitize, ACCOUNT, GROUP)
+    assert listed["build_id"] == report.build_id
+    assert sum(c["message_count"] for c in listed["conversations"]) == 7
+    assert "change" in listed["note"]
+    chunks = _chunks(stores)
+    assert chunks and {b for b, _ in chunks.values()} == {report.build_id}
+    assert report.chunks == len(chunks) == report.chunks_new
+    assert sorted(stores.unit_events(head)) == sorted((u, "upsert") for u in chunks)
+
+
+def test_show_and_message_links_read_the_current_build(stores: Stores) -> None:
+    build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+    chain = readers.message_links(stores.unitize, ACCOUNT, GROUP, 5)
+    assert [(c["msg_id"], c["parent_id"], c["reason"]) for c in chain["chain"]] == [
+        (5, 2, "reply"),
+        (2, 1, "reply"),
+        (1, None, chain["chain"][-1]["reason"]),
+    ]
+    shown = readers.show_conversation(stores.unitize, ACCOUNT, GROUP, chain["conversation_id"])
+    ids = [m["msg_id"] for m in shown["messages"]]
+    assert ids == [1, 2, 5]
+    first = shown["messages"][0]
+    assert first["locator"] == f"tg:{ACCOUNT}/{GROUP}/1"
+    assert first["date"] == "2026-01-01T00:00:00Z"
+    assert first["sender"] == "User1"
+
+
+def test_a_rebuild_reuses_unchanged_chunks_and_retires_the_previous_build(
+    stores: Stores,
+) -> None:
+    first = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+    chunks = _chunks(stores)
+    head = stores.feed_head()
+
+    second = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+
+    assert second.previous_build_id == first.build_id
+    assert _state(stores, first.build_id) == "superseded"
+    assert second.chunks_reused == len(chunks) and second.chunks_new == 0
+    assert {u: h for u, (_, h) in _chunks(stores).items()} == {u: h for u, (_, h) in chunks.items()}
+    assert {b for b, _ in _chunks(stores).values()} == {second.build_id}
+    assert stores.unit_events(head) == []
+    old_links = stores.unitize.execute(
+        "SELECT COUNT(*) FROM links WHERE build_id = ?", (first.build_id,)
+    ).fetchone()
+    assert int(old_links[0]) == 0
+
+
+def test_a_rebuild_after_an_edit_replaces_only_the_chunks_that_changed(stores: Stores) -> None:
+    build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+    before = _chunks(stores)
+    stores.edit(GROUP, 8, text="new topic: the tram strike moved to tuesday")
+    stores.drain()
+    head = stores.feed_head()
+
+    report = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+
+    after = _chunks(stores)
+    assert report.chunks_new == 1 and report.chunks_dropped == 1
+    assert len(set(after) & set(before)) == len(before) - 1
+    events = stores.unit_events(head)
+    assert sorted(op for _, op in events) == ["delete", "upsert"]
+
+
+def test_a_build_that_fails_mid_write_exposes_nothing(stores: Stores) -> None:
+    first = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+    listed = readers.list_conversations(stores.unitize, ACCOUNT, GROUP)
+    stores.unitize.execute(
+        "CREATE TEMP TRIGGER fail_links BEFORE INSERT ON main.links WHEN NEW.msg_id >= 5"
+        " BEGIN SELECT RAISE(ABORT, 'disk went away'); END"
+    )
+
+    with pytest.raises(sqlean.Error):
+        build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer(), write_batch=2)
+
+    stores.unitize.execute("DROP TRIGGER temp.fail_links")
+    assert readers.list_conversations(stores.unitize, ACCOUNT, GROUP) == listed
+    states = [str(r[0]) for r in stores.unitize.execute("SELECT state FROM conversation_builds")]
+    assert sorted(states) == ["complete", "failed"]
+    orphans = stores.unitize.execute(
+        "SELECT COUNT(*) FROM links WHERE build_id != ?", (first.build_id,)
+    ).fetchone()
+    assert int(orphans[0]) == 0
+
+
+def test_a_build_killed_mid_write_leaves_the_previous_build_readable(
+    stores: Stores, tmp_path: Path
+) -> None:
+    first = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+    listed = readers.list_conversations(stores.unitize, ACCOUNT, GROUP)
+    links = readers.chat_links(stores.unitize, ACCOUNT, GROUP)
+    marker = tmp_path / "paused"
+    script = tmp_path / "build_and_hang.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys, time
+            from pathlib import Path
+            from chatseek_core import db
+            from chatseek_unitize.builds import build_chat
+            from chatseek_unitize.linking import RuleScorer
+
+            root = Path({str(stores.root)!r})
+            conn = db.connect(root / "unitize.db")
+            db.attach_readonly(conn, root / "ingest.db", "ingest")
+
+            def pause(progress):
+                stage, done, total = progress
+                if stage == "write" and 0 < done < total:
+                    Path({str(marker)!r}).write_text("paused")
+                    time.sleep(3600)
+
+            build_chat(conn, {ACCOUNT!r}, {GROUP}, RuleScorer(), on_progress=pause, write_batch=2)
+            """
+        )
+    )
+    child = subprocess.Popen([sys.executable, str(script)])
+    try:
+        deadline = time.monotonic() + KILL_WAIT_S
+        while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), "the child build never reached the write stage"
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait()
+
+    reader = db.connect(stores.root / "unitize.db", readonly=True)
+    db.attach_readonly(reader, stores.root / "ingest.db", "ingest")
+    try:
+        states = dict(
+            (int(r[0]), str(r[1]))
+            for r in reader.execute("SELECT build_id, state FROM conversation_builds")
+        )
+        half = [b for b, st in states.items() if st == "building"]
+        assert len(half) == 1
+        partial = reader.execute(
+            "SELECT COUNT(*) FROM links WHERE build_id = ?", (half[0],)
+        ).fetchone()
+        assert 0 < int(partial[0]) < len(links)
+        assert readers.list_conversations(reader, ACCOUNT, GROUP) == listed
+        assert readers.chat_links(reader, ACCOUNT, GROUP) == links
+        visible = reader.execute(
+            "SELECT COUNT(*) FROM links l JOIN current_builds c ON c.build_id = l.build_id"
+            " WHERE c.account = ? AND c.chat_id = ?",
+            (ACCOUNT, GROUP),
+        ).fetchone()
+        assert int(visible[0]) == 7
+    finally:
+        reader.close()
+
+    assert discard_unfinished(stores.unitize) == 1
+    assert _state(stores, half[0]) == "failed"
+    assert _state(stores, first.build_id) == "complete"
+    gone = stores.unitize.execute(
+        "SELECT COUNT(*) FROM links WHERE build_id = ?", (half[0],)
+    ).fetchone()
+    assert int(gone[0]) == 0
+    again = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+    assert again.previous_build_id == first.build_id
+
+
+def test_stale_answers_are_excluded_from_builds_and_counted(stores: Stores) -> None:
+    build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+    stored = answer_batch(
+        stores.unitize,
+        ACCOUNT,
+        GROUP,
+        '{"answers": [{"msg_id": 4, "parent": 3}, {"msg_id": 8, "parent": "new"}]}',
+    )
+    assert stored["stored"] == 2 and stored["rejected"] == []
+
+    applied = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+    chain = readers.message_links(stores.unitize, ACCOUNT, GROUP, 4)["chain"]
+    assert (chain[0]["parent_id"], chain[0]["reason"]) == (3, "agent")
+    assert applied.answers_applied == 2 and applied.stale_answers == 0
+
+    stores.edit(GROUP, 3, text="anyone selling a road bike?")
+    stores.drain()
+    rebuilt = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+
+    assert rebuilt.stale_answers == 1 and rebuilt.answers_applied == 1
+    assert readers.message_links(stores.unitize, ACCOUNT, GROUP, 4)["chain"][0]["reason"] != (
+        "agent"
+    )
+    assert batch_status(stores.unitize, ACCOUNT, GROUP)["stale_answers"] == 1
+
+
+def test_reads_before_any_build_and_builds_of_unknown_chats_fail_with_reasons(
+    stores: Stores,
+) -> None:
+    with pytest.raises(IndexNotReady):
+        readers.list_conversations(stores.unitize, ACCOUNT, GROUP)
+    with pytest.raises(ChatNotFound):
+        build_chat(stores.unitize, ACCOUNT, 42, RuleScorer())
+
+
+def test_building_all_chats_builds_every_chat_of_the_account(stores: Stores) -> None:
+    stores.chat(GROUP + 1, title="Second")
+    stores.put([msg(1, 0, "hello there", chat_id=GROUP + 1)])
+    reports = build_chats(stores.unitize, ACCOUNT, [], all_chats=True, scorer=RuleScorer())
+    assert sorted(r.chat_id for r in reports) == sorted([GROUP, GROUP + 1])
+    with db.transaction(stores.unitize):
+        built = stores.unitize.execute("SELECT COUNT(*) FROM current_builds").fetchone()
+    assert int(built[0]) == 2

@@ -1,0 +1,429 @@
+"""The units consumer: incremental re-cuts from the ingest feed, ids, events, cursor, recipes."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlean
+from helpers_unitize import (
+    ACCOUNT,
+    CHANNEL,
+    DISCUSSION,
+    GROUP,
+    Stores,
+    make_stores,
+    msg,
+)
+
+from chatseek_core import db, feed
+from chatseek_ingest import store as ingest_store
+from chatseek_unitize import loader
+from chatseek_unitize.cutting import cut_chat
+from chatseek_unitize.model import RECIPE_VERSION, content_hash
+from chatseek_unitize.units import (
+    FEED_NAME,
+    apply_ingest_feed,
+    recut_chats,
+    recut_pending,
+)
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> Iterator[Stores]:
+    """A group chat in a fresh ingest.db, and a unitize.db attached to it."""
+    s = make_stores(tmp_path / "data")
+    s.chat(GROUP)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _expected(s: Stores, chat_id: int = GROUP, kind: str = "supergroup") -> dict[str, str]:
+    """What a whole cut of the chat's current messages gives: key -> content hash."""
+    msgs = loader.load_chat(s.unitize, ACCOUNT, chat_id)
+    return {u.key: u.content_hash for u in cut_chat(msgs, chat_type=kind)}
+
+
+def _hashes(s: Stores, chat_id: int = GROUP) -> dict[str, str]:
+    return {k: str(v["content_hash"]) for k, v in s.units(chat_id).items()}
+
+
+def _ids(s: Stores, chat_id: int = GROUP) -> dict[str, int]:
+    return {k: int(v["unit_id"]) for k, v in s.units(chat_id).items()}
+
+
+def _members(s: Stores, unit_id: int) -> list[tuple[int, int]]:
+    return [
+        (int(r[0]), int(r[1]))
+        for r in s.unitize.execute(
+            "SELECT chat_id, msg_id FROM unit_members WHERE unit_id = ? ORDER BY chat_id, msg_id",
+            (unit_id,),
+        )
+    ]
+
+
+def _history(s: Stores, count: int = 70) -> None:
+    """Three windows of chatter (a pause every 30 minutes) with a reply thread."""
+    s.put(
+        msg(i, (i // 10) * 40 + i % 10, sender=i % 3 + 1, reply_to=2 if i in (5, 7) else None)
+        for i in range(1, count + 1)
+    )
+    s.drain()
+
+
+# --- first cut and appends ---
+
+
+def test_a_new_chat_is_cut_whole_with_members_and_its_recipe(stores: Stores) -> None:
+    _history(stores)
+    units = stores.units()
+    assert _hashes(stores) == _expected(stores)
+    assert {v["kind"] for v in units.values()} == {"window", "thread"}
+    thread = units["t:2:0"]
+    assert _members(stores, int(thread["unit_id"])) == [(GROUP, 2), (GROUP, 5), (GROUP, 7)]
+    recipe = stores.unitize.execute(
+        "SELECT recipe FROM chat_recipes WHERE account = ? AND chat_id = ?", (ACCOUNT, GROUP)
+    ).fetchone()
+    assert int(recipe[0]) == RECIPE_VERSION
+    assert feed.cursor(stores.unitize, FEED_NAME) == feed.head(stores.unitize, "ingest")
+
+
+def test_appending_a_message_rewrites_only_the_open_window(stores: Stores) -> None:
+    _history(stores)
+    ids = _ids(stores)
+    head = stores.feed_head()
+    last_window = max((k for k in ids if k.startswith("w:")), key=lambda k: int(k[2:]))
+
+    stores.put([msg(71, 281, "and one more thing")])
+    assert stores.drain() == 1
+
+    assert _ids(stores) == ids
+    assert stores.unit_events(head) == [(ids[last_window], "upsert")]
+    assert _hashes(stores) == _expected(stores)
+
+
+def test_a_message_after_a_pause_opens_a_new_window_and_touches_nothing_else(
+    stores: Stores,
+) -> None:
+    _history(stores)
+    ids = _ids(stores)
+    head = stores.feed_head()
+
+    stores.put([msg(71, 1000, "much later")])
+    stores.drain()
+
+    after = _ids(stores)
+    assert {k: v for k, v in after.items() if k in ids} == ids
+    assert set(after) - set(ids) == {"w:71"}
+    assert stores.unit_events(head) == [(after["w:71"], "upsert")]
+
+
+def test_an_out_of_order_message_recuts_from_the_window_before_it_and_keeps_later_ids(
+    stores: Stores,
+) -> None:
+    _history(stores)
+    ids = _ids(stores)
+    head = stores.feed_head()
+
+    stores.put([msg(500, 45, "late arrival from the second window")])
+    stores.drain()
+
+    assert _hashes(stores) == _expected(stores)
+    after = _ids(stores)
+    changed = {unit_id for unit_id, op in stores.unit_events(head)}
+    assert changed == {after["w:10"]}
+    assert {k: v for k, v in after.items() if k != "w:10"} == {
+        k: v for k, v in ids.items() if k != "w:10"
+    }
+
+
+def test_a_reply_to_an_old_message_creates_its_thread_and_rewrites_its_window(
+    stores: Stores,
+) -> None:
+    _history(stores)
+    head = stores.feed_head()
+
+    stores.put([msg(71, 281, "answering an old one", reply_to=13)])
+    stores.drain()
+
+    units = stores.units()
+    assert units["t:13:0"]["msg_ids"] == "[13, 71]"
+    assert _hashes(stores) == _expected(stores)
+    touched = {unit_id for unit_id, _ in stores.unit_events(head)}
+    assert touched == {int(units["t:13:0"]["unit_id"]), int(units["w:70"]["unit_id"])}
+
+
+# --- edits, deletions, extracted text ---
+
+
+def test_an_edit_in_a_closed_window_rewrites_that_window_and_its_thread_only(
+    stores: Stores,
+) -> None:
+    _history(stores)
+    ids = _ids(stores)
+    head = stores.feed_head()
+
+    stores.edit(GROUP, 5, text="edited words", edit_date=stores.messages[(GROUP, 5)].date + 60)
+    stores.drain()
+
+    assert _ids(stores) == ids
+    assert sorted(stores.unit_events(head)) == sorted(
+        [(ids["w:1"], "upsert"), (ids["t:2:0"], "upsert")]
+    )
+    assert "edited words" in str(stores.units()["w:1"]["text"])
+    assert _hashes(stores) == _expected(stores)
+
+
+def test_a_reaction_change_updates_the_unit_quietly(stores: Stores) -> None:
+    _history(stores)
+    head = stores.feed_head()
+
+    stores.edit(GROUP, 3, reactions_total=4)
+    stores.drain()
+
+    assert stores.unit_events(head) == []
+    assert stores.units()["w:1"]["reactions"] == 4
+
+
+def test_deleting_every_message_of_a_window_deletes_it_and_announces_the_deletion(
+    stores: Stores,
+) -> None:
+    _history(stores)
+    ids = _ids(stores)
+    head = stores.feed_head()
+
+    stores.delete(GROUP, list(range(60, 71)))
+    stores.drain()
+
+    after = _ids(stores)
+    assert "w:60" not in after
+    assert (ids["w:60"], "delete") in stores.unit_events(head)
+    assert not _members(stores, ids["w:60"])
+    assert _hashes(stores) == _expected(stores)
+
+
+def test_deleting_a_thread_root_removes_the_thread_and_rewrites_only_its_units(
+    stores: Stores,
+) -> None:
+    _history(stores)
+    ids = _ids(stores)
+    head = stores.feed_head()
+
+    stores.delete(GROUP, [2])
+    stores.drain()
+
+    assert "t:2:0" not in _ids(stores)
+    assert sorted(stores.unit_events(head)) == sorted(
+        [(ids["w:1"], "upsert"), (ids["t:2:0"], "delete")]
+    )
+    assert _hashes(stores) == _expected(stores)
+
+
+def test_deleting_the_middle_of_a_reply_chain_splits_the_thread(stores: Stores) -> None:
+    stores.put(
+        [
+            msg(1, 0, "root"),
+            msg(2, 1, "a", reply_to=1),
+            msg(3, 2, "b", reply_to=2),
+            msg(4, 3, "c", reply_to=3),
+            msg(5, 4, "d", reply_to=1),
+        ]
+    )
+    stores.drain()
+    assert stores.units()["t:1:0"]["msg_ids"] == "[1, 2, 3, 4, 5]"
+
+    stores.delete(GROUP, [2])
+    stores.drain()
+
+    units = stores.units()
+    assert units["t:1:0"]["msg_ids"] == "[1, 5]"
+    assert units["t:3:0"]["msg_ids"] == "[3, 4]"
+    assert _hashes(stores) == _expected(stores)
+
+
+def test_extracted_media_text_rewrites_every_unit_holding_the_message(stores: Stores) -> None:
+    stores.put(
+        [
+            msg(1, 0, "look at this", media="document", file_name="lease.pdf"),
+            msg(2, 1, "what does it say?", reply_to=1),
+            msg(3, 100, "later"),
+        ]
+    )
+    stores.drain()
+    ids = _ids(stores)
+    head = stores.feed_head()
+
+    stores.extracted(GROUP, 1, "Rent 900 EUR per month")
+    stores.drain()
+
+    units = stores.units()
+    assert "Rent 900 EUR per month" in str(units["w:1"]["text"])
+    assert "Rent 900 EUR per month" in str(units["t:1:0"]["text"])
+    assert sorted(stores.unit_events(head)) == sorted(
+        [(ids["w:1"], "upsert"), (ids["t:1:0"], "upsert")]
+    )
+
+
+def test_incremental_units_equal_a_whole_cut_after_a_mixed_history(stores: Stores) -> None:
+    rnd = random.Random(7)
+    minute = 0
+    next_id = 1
+    alive: list[int] = []
+    for _ in range(12):
+        batch = []
+        for _ in range(rnd.randrange(1, 15)):
+            minute += rnd.choice([0, 1, 2, 5, 45])
+            reply = rnd.choice(alive[-20:]) if alive and rnd.random() < 0.3 else None
+            batch.append(
+                msg(next_id, minute, f"m{next_id}", sender=rnd.randrange(1, 4), reply_to=reply)
+            )
+            alive.append(next_id)
+            next_id += 1
+        if alive and rnd.random() < 0.5:
+            past = rnd.randrange(0, minute + 1)
+            batch.append(msg(next_id + 1000, past, "inserted late"))
+        stores.put(batch)
+        if len(alive) > 10 and rnd.random() < 0.5:
+            victim = rnd.choice(alive[:-1])
+            alive.remove(victim)
+            stores.delete(GROUP, [victim])
+        if len(alive) > 5 and rnd.random() < 0.5:
+            target = rnd.choice(alive)
+            stores.edit(GROUP, target, text=f"edited {target} " * rnd.randrange(1, 60))
+        stores.drain(batch=rnd.choice([1, 3, 50]))
+        assert _hashes(stores) == _expected(stores)
+    for unit in stores.units().values():
+        ids = [m for _, m in _members(stores, int(unit["unit_id"]))]
+        assert sorted(ids) == sorted(int(i) for i in str(unit["msg_ids"])[1:-1].split(", "))
+
+
+def test_replaying_the_feed_writes_nothing_and_announces_nothing(stores: Stores) -> None:
+    _history(stores)
+    after_first_cut = feed.cursor(stores.unitize, FEED_NAME)
+    stores.put([msg(71, 281, "x"), msg(72, 282, "y", reply_to=71)])
+    stores.edit(GROUP, 10, text="changed")
+    stores.drain()
+    ids = _ids(stores)
+    head = stores.feed_head()
+
+    with db.transaction(stores.unitize):
+        feed.set_cursor(stores.unitize, FEED_NAME, after_first_cut)
+    assert stores.drain() == 3
+
+    assert _ids(stores) == ids
+    assert stores.unit_events(head) == []
+
+
+# --- cursor safety ---
+
+
+def test_a_failed_batch_moves_neither_the_cursor_nor_any_unit(stores: Stores) -> None:
+    _history(stores)
+    cursor = feed.cursor(stores.unitize, FEED_NAME)
+    before = _hashes(stores)
+    head = stores.feed_head()
+    stores.put([msg(71, 1000, "after a pause")])
+    stores.unitize.execute(
+        "CREATE TEMP TRIGGER fail_units BEFORE INSERT ON main.units"
+        " BEGIN SELECT RAISE(ABORT, 'disk went away'); END"
+    )
+
+    with pytest.raises(sqlean.Error):
+        apply_ingest_feed(stores.unitize, batch=100)
+
+    assert feed.cursor(stores.unitize, FEED_NAME) == cursor
+    assert _hashes(stores) == before
+    assert stores.feed_head() == head
+    stores.unitize.execute("DROP TRIGGER temp.fail_units")
+    assert stores.drain() == 1
+    assert _hashes(stores) == _expected(stores)
+
+
+# --- topics, channels, chats ---
+
+
+def test_forum_topics_are_cut_apart_and_a_change_in_one_leaves_the_other(stores: Stores) -> None:
+    stores.chat(GROUP, kind="forum")
+    stores.put([msg(i, i, topic=1 if i % 2 else 7) for i in range(1, 21)])
+    stores.drain()
+    ids = _ids(stores)
+    head = stores.feed_head()
+    rows = stores.unitize.execute(
+        "SELECT DISTINCT topic_key FROM units WHERE chat_id = ?", (GROUP,)
+    ).fetchall()
+    assert {int(r[0]) for r in rows} == {1, 7}
+
+    stores.put([msg(21, 21, topic=7)])
+    stores.drain()
+
+    assert stores.unit_events(head) == [(ids["w:2"], "upsert")]
+
+
+def test_channel_posts_gather_their_discussion_comments(stores: Stores) -> None:
+    stores.chat(CHANNEL, kind="channel", title="News")
+    stores.chat(DISCUSSION, kind="supergroup", title="News chat")
+    stores.link_discussion(CHANNEL, DISCUSSION)
+    stores.put([msg(10, 0, "post one", chat_id=CHANNEL), msg(11, 60, "post two", chat_id=CHANNEL)])
+    stores.put([msg(1, 5, "first comment", chat_id=DISCUSSION, sender=2)])
+    stores.comment(DISCUSSION, 1, CHANNEL, 10)
+    stores.drain()
+    posts = stores.units(CHANNEL)
+    assert posts["p:10"]["msg_ids"] == "[10, 1]"
+    assert _members(stores, int(posts["p:10"]["unit_id"])) == [(DISCUSSION, 1), (CHANNEL, 10)]
+    ids = _ids(stores, CHANNEL)
+    head = stores.feed_head()
+
+    stores.put([msg(2, 6, "second comment", chat_id=DISCUSSION, sender=3)])
+    stores.comment(DISCUSSION, 2, CHANNEL, 10)
+    stores.drain()
+    assert stores.units(CHANNEL)["p:10"]["msg_ids"] == "[10, 1, 2]"
+    assert (ids["p:10"], "upsert") in stores.unit_events(head)
+    assert (ids["p:11"], "upsert") not in stores.unit_events(head)
+
+    stores.edit(DISCUSSION, 1, text="first comment, edited")
+    stores.drain()
+    assert "edited" in str(stores.units(CHANNEL)["p:10"]["text"])
+    assert _ids(stores, CHANNEL) == ids
+
+
+def test_a_deleted_chat_loses_every_unit(stores: Stores) -> None:
+    _history(stores)
+    with db.transaction(stores.ingest):
+        ingest_store.delete_chat(stores.ingest, ACCOUNT, GROUP)
+    stores.drain()
+    assert stores.units() == {}
+
+
+# --- recipes ---
+
+
+def test_a_recipe_change_recuts_chat_by_chat_keeping_ids(stores: Stores) -> None:
+    _history(stores)
+    stores.chat(GROUP + 1, title="Second")
+    stores.put([msg(1, 0, "hello", chat_id=GROUP + 1)])
+    stores.drain()
+    ids = _ids(stores)
+    with db.transaction(stores.unitize):
+        for unit_id, text in stores.unitize.execute("SELECT unit_id, text FROM units").fetchall():
+            stores.unitize.execute(
+                "UPDATE units SET recipe = 0, content_hash = ? WHERE unit_id = ?",
+                (content_hash(0, text), unit_id),
+            )
+        stores.unitize.execute("UPDATE chat_recipes SET recipe = 0")
+    assert set(recut_pending(stores.unitize)) == {(ACCOUNT, GROUP), (ACCOUNT, GROUP + 1)}
+    head = stores.feed_head()
+    seen: list[tuple[int, int, str]] = []
+
+    report = recut_chats(stores.unitize, on_progress=seen.append)
+
+    assert report.chats == 2 and report.pending_left == 0
+    assert [done for done, _, _ in seen] == [1, 2]
+    assert _ids(stores) == ids
+    assert _hashes(stores) == _expected(stores)
+    assert {op for _, op in stores.unit_events(head)} == {"upsert"}
+    assert len(stores.unit_events(head)) == len(ids) + 1
+    assert recut_pending(stores.unitize) == []
