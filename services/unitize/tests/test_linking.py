@@ -170,17 +170,19 @@ def test_an_embedding_function_needs_a_similarity_model() -> None:
 
 
 def test_the_similarity_model_uses_the_injected_embeddings() -> None:
-    vocab = ["visa", "bike", "flat"]
+    topics = [("visa", "consulate"), ("bike",), ("flat",)]
 
     def embed(texts: Sequence[str]) -> np.ndarray:
-        rows = np.array([[1.0 if w in t else 0.0 for w in vocab] + [0.1] for t in texts])
+        rows = np.array([[float(any(w in t for w in ws)) for ws in topics] + [0.1] for t in texts])
         norms: np.ndarray = np.linalg.norm(rows, axis=1, keepdims=True)
         return np.asarray(rows / norms, dtype=float)
 
     msgs = [msg(i, 1 + i % 4, t) for i, t in enumerate(["visa?", "bike?", "flat?"] * 4, 1)]
-    msgs.append(msg(20, 5, "the visa office opens at nine"))
-    links = by_id(build_links(msgs, agent_answers={}, scorer=LearnedScorer(embed=embed)))
-    assert links[20].parent_id is not None
+    msgs.append(msg(20, 5, "the consulate opens at nine"))
+    link = by_id(build_links(msgs, agent_answers={}, scorer=LearnedScorer(embed=embed)))[20]
+    ranked = [link.parent_id] + [cand for cand, _ in link.rejected]
+    best = next(cand for cand in ranked if cand is not None and cand != -1)
+    assert msgs[best - 1].text == "visa?"
 
 
 # --- conversations ---

@@ -34,8 +34,8 @@ reaction_weight = 0.05      # w in w * log1p(r) / (1 + log1p(r))
 dedup_overlap = 0.5         # drop a hit when this share of its messages is in a better hit
 snippet_chars = 600         # snippet length around the anchor message
 words_weight = 1.0          # weight of the BM25 unit list in fusion
-messages_weight = 1.0       # weight of the BM25 message list in fusion
-meaning_weight = 1.0        # weight of the dense list in fusion
+messages_weight = 0.0       # weight of the BM25 message list (still used to pick the anchor)
+meaning_weight = 0.3        # weight of the dense list (see eval/FUSION.md for how it was chosen)
 auto_sync_after_min = 60    # the MCP search tool refreshes an index older than this
 auto_sync_budget_s = 20     # ... with a sync capped at this many seconds
 
@@ -59,8 +59,8 @@ class SearchConfig:
     dedup_overlap: float = 0.5
     snippet_chars: int = 600
     words_weight: float = 1.0
-    messages_weight: float = 1.0
-    meaning_weight: float = 1.0
+    messages_weight: float = 0.0
+    meaning_weight: float = 0.3
     auto_sync_after_min: float = 60.0
     auto_sync_budget_s: float = 20.0
 

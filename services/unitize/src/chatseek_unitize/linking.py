@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import math
@@ -91,7 +92,7 @@ _RU_CASE_ENDINGS = ("", "а", "я", "у", "ю", "е", "и", "ы", "ой", "ей"
 _CYRILLIC_START = "\u0400"
 _CYRILLIC_END = "\u04ff"
 
-# Bin edges: a value v falls in the first bin whose upper bound is >= v; the last is open.
+# Bin edges (ascending): v falls in the first bin whose upper bound is >= v; the last is open.
 _DISTANCE_BINS = (1, 2, 3, 4, 6, 10, 20)
 _GAP_BINS_S = (15, 45, 120, 300, 900, 3600, 21600)
 _OVERLAP_BINS = (0.0, 3.0, 6.0, 10.0)
@@ -397,13 +398,6 @@ class LinkContext:
 # --- features ---
 
 
-def _bin_index(value: float, edges: Sequence[float]) -> int:
-    for k, edge in enumerate(edges):
-        if value <= edge:
-            return k
-    return len(edges)
-
-
 def _similarity_features(pair: np.ndarray, sims: np.ndarray) -> None:
     """Rank-based similarity features: they transfer between embedding models."""
     spread = float(sims.std())
@@ -424,9 +418,6 @@ def featurize(ctx: LinkContext, i: int) -> tuple[list[int], np.ndarray, np.ndarr
     """
     c = ctx.info[i]
     cands = list(ctx.candidates(i))
-    pair = np.zeros((len(cands), len(PAIR_FEATURES)))
-    new = np.zeros(len(NEW_FEATURES))
-    new[_N["bias"]] = 1.0
     c_keys = ctx.name_keys(c.author)
     own_prev: int | None = None
     for j in reversed(cands):
@@ -445,124 +436,158 @@ def featurize(ctx: LinkContext, i: int) -> tuple[list[int], np.ndarray, np.ndarr
     addressed_c_seen = False
     latest_addr: set[int | str] = set()
     latest_ment: set[int | str] = set()
-    c_addresses_someone = bool(c.lead)
-    matched_lead = False
+    any_addr = any_ment = addressed_by_cand = False
     max_overlap = 0.0
     idf = ctx.idf
-    for row, j in zip(range(len(cands) - 1, -1, -1), reversed(cands), strict=True):
+    c_short = c.length < SHORT_MESSAGE_CHARS
+    rows: list[int] = []
+    cols: list[int] = []
+    for row in range(len(cands) - 1, -1, -1):
+        j = cands[row]
         p = ctx.info[j]
-        f = pair[row]
         dist = i - j
-        f[_P["dist<=1"] + _bin_index(dist, _DISTANCE_BINS)] = 1.0
-        f[_P["gap_s<=15"] + _bin_index(c.date - p.date, _GAP_BINS_S)] = 1.0
-        shared = c.stems & p.stems
-        overlap = 0.0
-        rarest = 0.0
-        for s in shared:
+        on = [
+            _P["dist<=1"] + bisect.bisect_left(_DISTANCE_BINS, dist),
+            _P["gap_s<=15"] + bisect.bisect_left(_GAP_BINS_S, c.date - p.date),
+        ]
+        overlap = rarest = 0.0
+        for s in c.stems & p.stems:
             w = idf.get(s, 0.0)
             overlap += w
             rarest = max(rarest, w)
         max_overlap = max(max_overlap, overlap)
-        f[_P["overlap<=0"] + _bin_index(overlap, _OVERLAP_BINS)] = 1.0
-        p_keys = ctx.name_keys(p.author)
+        on.append(_P["overlap<=0"] + bisect.bisect_left(_OVERLAP_BINS, overlap))
         times_seen = seen_authors.get(p.author, 0)
         seen_authors[p.author] = times_seen + 1
-        is_latest = times_seen == 0
         same = p.author == c.author
-        p_addr_c = False
         if same:
-            f[_P["same_author"]] = 1.0
-            f[_P["same_author_latest"]] = float(is_latest)
-            f[_P["same_author_dist<=1"]] = float(dist <= 1)
-            f[_P["same_author_dist<=3"]] = float(dist <= 3)
-            f[_P["same_author_dist<=10"]] = float(dist <= 10)
-            f[_P["same_author_c_continues"]] = float(c.continuation)
+            on.append(_P["same_author"])
+            if times_seen == 0:
+                on.append(_P["same_author_latest"])
+            if dist <= 1:
+                on.append(_P["same_author_dist<=1"])
+            if dist <= 3:
+                on.append(_P["same_author_dist<=3"])
+            if dist <= 10:
+                on.append(_P["same_author_dist<=10"])
+            if c.continuation:
+                on.append(_P["same_author_c_continues"])
             if c.lead:
-                if c.lead & p.lead:
-                    f[_P["same_author_same_addressee"]] = 1.0
-                else:
-                    f[_P["same_author_new_addressee"]] = 1.0
+                same_addressee = bool(c.lead & p.lead)
+                on.append(
+                    _P[
+                        "same_author_same_addressee"
+                        if same_addressee
+                        else "same_author_new_addressee"
+                    ]
+                )
         else:
-            addr = bool(p_keys & c.lead)
-            ment = bool(p_keys & c.tokens)
-            if addr:
-                matched_lead = True
-                f[_P["c_addresses_p"]] = 1.0
+            p_keys = ctx.name_keys(p.author)
+            if p_keys & c.lead:
+                any_addr = True
+                on.append(_P["c_addresses_p"])
                 if p.author not in latest_addr:
                     latest_addr.add(p.author)
-                    f[_P["c_addresses_p_latest"]] = 1.0
-            elif c_addresses_someone:
-                f[_P["c_addresses_other"]] = 1.0
-            if ment:
-                f[_P["c_mentions_p"]] = 1.0
-
+                    on.append(_P["c_addresses_p_latest"])
+            elif c.lead:
+                on.append(_P["c_addresses_other"])
+            if p_keys & c.tokens:
+                any_ment = True
+                on.append(_P["c_mentions_p"])
                 if p.author not in latest_ment:
                     latest_ment.add(p.author)
-                    f[_P["c_mentions_p_latest"]] = 1.0
-            p_addr_c = bool(c_keys & p.lead)
-            if p_addr_c:
-                f[_P["p_addresses_c"]] = 1.0
+                    on.append(_P["c_mentions_p_latest"])
+            if c_keys & p.lead:
+                addressed_by_cand = True
+                on.append(_P["p_addresses_c"])
                 if not addressed_c_seen:
                     addressed_c_seen = True
-                    f[_P["p_addresses_c_latest"]] = 1.0
+                    on.append(_P["p_addresses_c_latest"])
             elif p.lead:
-                f[_P["p_addresses_other"]] = 1.0
+                on.append(_P["p_addresses_other"])
             if c_keys & p.tokens:
-                f[_P["p_mentions_c"]] = 1.0
+                on.append(_P["p_mentions_c"])
             inter = ctx.last_interaction(c.author, p.author)
             if inter is not None and i - inter <= INTERACTION_WINDOW:
-                f[_P["pair_interacted"]] = 1.0
-        f[_P["p_author_latest"]] = float(is_latest)
-        f[_P["p_author_superseded_2plus"]] = float(times_seen >= 2)
-        f[_P["p_question"]] = float(p.question)
-        f[_P["c_question"]] = float(c.question)
-        f[_P["p_question_c_answer_cue"]] = float(p.question and c.answer_cue)
-        f[_P["p_greeting"]] = float(p.greeting)
-        f[_P["p_answer_cue"]] = float(p.answer_cue)
-        f[_P["p_short"]] = float(p.length < SHORT_MESSAGE_CHARS)
-        f[_P["c_short_dist<=2"]] = float(c.length < SHORT_MESSAGE_CHARS and dist <= 2)
+                on.append(_P["pair_interacted"])
+            if c.lead and c.lead & p.lead:
+                on.append(_P["p_same_third_party"])
+            p_parent = ctx.parent[j]
+            if p_parent is not None:
+                if ctx.info[p_parent].author == c.author:
+                    on.append(_P["p_answers_c_author"])
+                if p_parent == own_prev:
+                    on.append(_P["p_answers_c_own_prev"])
+        if times_seen == 0:
+            on.append(_P["p_author_latest"])
+        elif times_seen >= 2:
+            on.append(_P["p_author_superseded_2plus"])
+        if p.question:
+            on.append(_P["p_question"])
+            if c.answer_cue:
+                on.append(_P["p_question_c_answer_cue"])
+        if c.question:
+            on.append(_P["c_question"])
+        if p.greeting:
+            on.append(_P["p_greeting"])
+        if p.answer_cue:
+            on.append(_P["p_answer_cue"])
+        if p.length < SHORT_MESSAGE_CHARS:
+            on.append(_P["p_short"])
+        if c_short and dist <= 2:
+            on.append(_P["c_short_dist<=2"])
         conv = ctx.conversation(j)
-        f[_P["p_started_conversation"]] = float(ctx.parent[j] is None)
+        if ctx.parent[j] is None:
+            on.append(_P["p_started_conversation"])
         is_tail = ctx.conversation_tail(conv) == j
-        f[_P["p_conversation_tail"]] = float(is_tail)
+        if is_tail:
+            on.append(_P["p_conversation_tail"])
         if own_conv is not None and conv == own_conv:
-            f[_P["p_in_own_conversation"]] = 1.0
-            f[_P["p_own_conversation_tail"]] = float(is_tail)
-        f[_P["p_conversation_has_c_author"]] = float(c.author in ctx.conversation_authors(conv))
-        p_parent = ctx.parent[j]
-        if p_parent is not None and not same:
-            f[_P["p_answers_c_author"]] = float(ctx.info[p_parent].author == c.author)
-            f[_P["p_answers_c_own_prev"]] = float(p_parent == own_prev)
-        f[_P["p_author_is_partner"]] = float(p.author in partners)
+            on.append(_P["p_in_own_conversation"])
+            if is_tail:
+                on.append(_P["p_own_conversation_tail"])
+        if c.author in ctx.conversation_authors(conv):
+            on.append(_P["p_conversation_has_c_author"])
+        if p.author in partners:
+            on.append(_P["p_author_is_partner"])
         n_replies = len(ctx.children[j])
-        f[_P["p_has_replies"]] = float(n_replies >= 1)
-        f[_P["p_has_replies_2plus"]] = float(n_replies >= 2)
-        f[_P["p_conversation_size_3plus"]] = float(ctx.conversation_size(conv) >= 3)
-        if not same and c.lead and c.lead & p.lead:
-            f[_P["p_same_third_party"]] = 1.0
-        f[_P["rare_shared_word"]] = float(rarest >= RARE_WORD_IDF)
-        if p_addr_c:
-            new[_N["c_addressed_by_candidate"]] = 1.0
+        if n_replies >= 1:
+            on.append(_P["p_has_replies"])
+            if n_replies >= 2:
+                on.append(_P["p_has_replies_2plus"])
+        if ctx.conversation_size(conv) >= 3:
+            on.append(_P["p_conversation_size_3plus"])
+        if rarest >= RARE_WORD_IDF:
+            on.append(_P["rare_shared_word"])
+        rows.extend([row] * len(on))
+        cols.extend(on)
+    pair = np.zeros((len(cands), len(PAIR_FEATURES)))
+    pair[rows, cols] = 1.0
     if ctx.has_similarity and len(cands) > 1:
         _similarity_features(pair, ctx.similarity(i, cands))
+    new_on = [_N["bias"], _N["max_overlap<=0"] + bisect.bisect_left(_OVERLAP_BINS, max_overlap)]
     if not cands:
-        new[_N["no_candidates"]] = 1.0
+        new_on.append(_N["no_candidates"])
     else:
         prev_gap = c.date - ctx.info[i - 1].date
-        new[_N["prev_gap_s<=30"] + _bin_index(prev_gap, _PREV_GAP_BINS_S)] = 1.0
-    new[_N["max_overlap<=0"] + _bin_index(max_overlap, _OVERLAP_BINS)] = 1.0
-    new[_N["c_addresses_candidate"]] = float(pair[:, _P["c_addresses_p"]].any())
-    new[_N["c_mentions_candidate"]] = float(pair[:, _P["c_mentions_p"]].any())
-    new[_N["c_addresses_unknown"]] = float(c_addresses_someone and not matched_lead)
-    new[_N["c_author_in_candidates"]] = float(own_prev is not None)
-    new[_N["c_author_recent"]] = float(
-        own_prev is not None and c.date - ctx.info[own_prev].date <= RECENT_OWN_SECONDS
-    )
-    new[_N["c_question"]] = float(c.question)
-    new[_N["c_greeting"]] = float(c.greeting)
-    new[_N["c_answer_cue"]] = float(c.answer_cue)
-    new[_N["c_short"]] = float(c.length < SHORT_MESSAGE_CHARS)
-    new[_N["c_long"]] = float(c.length > LONG_MESSAGE_CHARS)
+        new_on.append(_N["prev_gap_s<=30"] + bisect.bisect_left(_PREV_GAP_BINS_S, prev_gap))
+    flags = {
+        "c_addresses_candidate": any_addr,
+        "c_mentions_candidate": any_ment,
+        "c_addresses_unknown": bool(c.lead) and not any_addr,
+        "c_author_in_candidates": own_prev is not None,
+        "c_author_recent": own_prev is not None
+        and c.date - ctx.info[own_prev].date <= RECENT_OWN_SECONDS,
+        "c_addressed_by_candidate": addressed_by_cand,
+        "c_question": c.question,
+        "c_greeting": c.greeting,
+        "c_answer_cue": c.answer_cue,
+        "c_short": c_short,
+        "c_long": c.length > LONG_MESSAGE_CHARS,
+    }
+    new_on.extend(_N[name] for name, value in flags.items() if value)
+    new = np.zeros(len(NEW_FEATURES))
+    new[new_on] = 1.0
     return cands, pair, new
 
 
