@@ -31,7 +31,6 @@ def _collect(stack: Stack, chat_ids: dict[str, list[int]]) -> list[dict[str, Any
     from chatseek.lexical.v1 import lexical_service_pb2_grpc
     from chatseek.vector.v1 import vector_service_pb2 as vpb
     from chatseek.vector.v1 import vector_service_pb2_grpc
-
     from chatseek_core.client import sync_channel
 
     lexical = lexical_service_pb2_grpc.LexicalServiceStub(
@@ -95,7 +94,10 @@ def rrf_variant(weights: dict[str, float], k: int = 60) -> Callable[[Lists], lis
 
 
 def _evaluate(
-    tool: Any, collected: list[dict[str, Any]], units: dict[int, dict[str, Any]], fuse: Callable[[Lists], list[int]]
+    tool: Any,
+    collected: list[dict[str, Any]],
+    units: dict[int, dict[str, Any]],
+    fuse: Callable[[Lists], list[int]],
 ) -> dict[str, Any]:
     rows = []
     texts_cache: dict[str, dict[int, str]] = {}
@@ -143,7 +145,10 @@ def _gather(cache: Path | None) -> tuple[list[dict[str, Any]], dict[int, dict[st
     if cache is not None and cache.exists():
         data = json.loads(cache.read_text())
         return data["collected"], {int(k): v for k, v in data["units"].items()}
-    with tempfile.TemporaryDirectory(prefix="chatseek-lab-") as home, Stack(Path(home), "") as stack:
+    with (
+        tempfile.TemporaryDirectory(prefix="chatseek-lab-") as home,
+        Stack(Path(home), "") as stack,
+    ):
         folders = [
             (f"locomo/{p.name}", p)
             for p in sorted((EVAL_DATA / "locomo" / "exports").iterdir())

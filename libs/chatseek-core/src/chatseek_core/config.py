@@ -30,12 +30,13 @@ k = 10                      # hits per search
 rrf_k = 60                  # Reciprocal Rank Fusion constant: sum of 1 / (rrf_k + rank)
 rerank = true               # re-score the top candidates with the cross-encoder
 rerank_top = 40             # how many fused candidates the cross-encoder sees
+list_depth = 100            # how deep each ranked list is fetched (at least k and rerank_top)
 reaction_weight = 0.05      # w in w * log1p(r) / (1 + log1p(r))
 dedup_overlap = 0.5         # drop a hit when this share of its messages is in a better hit
 snippet_chars = 600         # snippet length around the anchor message
 words_weight = 1.0          # weight of the BM25 unit list in fusion
 messages_weight = 0.0       # weight of the BM25 message list (still used to pick the anchor)
-meaning_weight = 0.3        # weight of the dense list (see eval/FUSION.md for how it was chosen)
+meaning_weight = 0.25       # weight of the dense list (eval/FUSION.md says how it was chosen)
 auto_sync_after_min = 60    # the MCP search tool refreshes an index older than this
 auto_sync_budget_s = 20     # ... with a sync capped at this many seconds
 
@@ -55,12 +56,13 @@ class SearchConfig:
     rrf_k: int = 60
     rerank: bool = True
     rerank_top: int = 40
+    list_depth: int = 100
     reaction_weight: float = 0.05
     dedup_overlap: float = 0.5
     snippet_chars: int = 600
     words_weight: float = 1.0
     messages_weight: float = 0.0
-    meaning_weight: float = 0.3
+    meaning_weight: float = 0.25
     auto_sync_after_min: float = 60.0
     auto_sync_budget_s: float = 20.0
 

@@ -266,7 +266,7 @@ async def search(
         raise InvalidArgument(f"k must be between 1 and {MAX_K}", metadata={"field": "k"})
     warnings: list[dict[str, str]] = []
     rerank = (config.rerank and default_rerank) if params.rerank is None else params.rerank
-    depth = max(params.k, config.rerank_top)
+    depth = max(params.k, config.rerank_top, config.list_depth)
     lists, best_msg, cosines = await _gather_lists(signals, params, depth, warnings)
     weights = {
         "words": config.words_weight,
