@@ -112,14 +112,17 @@ def valid_answers(conn: Connection, account: str, chat_id: int) -> AnswerCheck:
 
 
 def _uncertain(
-    conn: Connection, build_id: int, answered: Mapping[int, int | None]
+    conn: Connection,
+    build_id: int,
+    answered: Mapping[int, int | None],
+    below: float = UNCERTAIN_BELOW,
 ) -> list[tuple[int, int | None, str, float, str | None]]:
     marks = ",".join("?" * len(FIXED_REASONS))
     rows = conn.execute(
         "SELECT msg_id, parent_id, reason, confidence, rejected FROM links"
         f" WHERE build_id = ? AND reason NOT IN ({marks}) AND confidence < ?"
         " ORDER BY confidence, msg_id",
-        (build_id, *FIXED_REASONS, UNCERTAIN_BELOW),
+        (build_id, *FIXED_REASONS, below),
     ).fetchall()
     return [
         (int(r[0]), None if r[1] is None else int(r[1]), str(r[2]), float(r[3]), r[4])
@@ -195,7 +198,9 @@ def get_batch(
         )
     build_id = current_build_id(conn, account, chat_id)
     answers = valid_answers(conn, account, chat_id)
-    picked = _uncertain(conn, build_id, answers.valid)[:size]
+    # The least confident first; when every decision is confident the agent still gets the
+    # weakest ones it asked for (status counts only those below the threshold).
+    picked = _uncertain(conn, build_id, answers.valid, below=float("inf"))[:size]
     wanted: set[int] = set()
     scored: dict[int, list[tuple[int, float]]] = {}
     for msg_id, parent_id, _reason, confidence, rejected in picked:
