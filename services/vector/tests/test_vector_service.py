@@ -10,9 +10,9 @@ from typing import Any
 
 import grpc
 import pytest
+
 from chatseek.vector.v1 import vector_service_pb2 as pb
 from chatseek.vector.v1 import vector_service_pb2_grpc
-
 from chatseek_core import db, errors, feed
 from chatseek_core.client import call, decode_error
 from chatseek_core.proto_json import from_document
