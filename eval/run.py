@@ -172,7 +172,8 @@ def _search(
         )
         took = time.perf_counter() - started
         hits = [
-            {"ids": r["conversation"].get("msg_ids", []), "text": r["chunk"]["text"]}
+            # No hit text: token budgets then count the whole conversation's messages.
+            {"ids": r["conversation"].get("msg_ids", []), "text": ""}
             for r in doc["results"]
         ]
         return hits, took
