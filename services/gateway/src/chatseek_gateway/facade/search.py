@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import time
 
+from google.protobuf import json_format
+
 from chatseek.common.v1 import common_pb2
 from chatseek.fusion.v1 import fusion_service_pb2 as fusion_pb
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
+from chatseek.lexical.v1 import lexical_service_pb2 as lexical_pb
+from chatseek.unitize.v1 import unitize_service_pb2 as unitize_pb
 from chatseek_core.client import call
-from chatseek_core.proto_json import document, from_document
+from chatseek_core.errors import ChatseekError
+from chatseek_core.proto_json import document, from_document, to_python
 from chatseek_gateway.dates import parse_bound
 from chatseek_gateway.facade.base import Ctx, FacadeBase
 
 __all__ = ["SearchFacade"]
 
 SEARCH_TIMEOUT_S = 60.0
+STATUS_TIMEOUT_S = 2.0
+SECONDS_PER_MINUTE = 60
 
 
 class SearchFacade(FacadeBase):
@@ -46,8 +53,42 @@ class SearchFacade(FacadeBase):
             peer="fusion",
         )
         result = from_document(reply.result)
+        result["warnings"] = result.get("warnings", []) + await self._index_warnings()
+        result["index_age_min"] = _index_age_min(result.get("coverage", {}).get("chats", []))
         result["took_ms"] = round((time.perf_counter() - started) * 1000, 1)
         return pb.SearchResponse(result=document(result))
+
+    async def _index_warnings(self) -> list[dict[str, str]]:
+        """A re-cut in progress or word indexes behind the store, said beside the hits."""
+        warnings: list[dict[str, str]] = []
+        peers = self._deps.peers
+        try:
+            unitize = await call(
+                peers.unitize.GetStatus, unitize_pb.GetStatusRequest(), timeout=STATUS_TIMEOUT_S
+            )
+            details = to_python(json_format.MessageToDict(unitize.status.details))
+            if details.get("recut_pending"):
+                warnings.append(
+                    {
+                        "code": "RECUT_IN_PROGRESS",
+                        "message": f"{details['recut_pending']} chats are being re-cut with a new"
+                        " recipe; their hits are still valid, cut the old way",
+                    }
+                )
+            lexical = await call(
+                peers.lexical.GetStatus, lexical_pb.GetStatusRequest(), timeout=STATUS_TIMEOUT_S
+            )
+            behind = sum(lexical.status.feed_lag.values())
+            if behind:
+                warnings.append(
+                    {
+                        "code": "INDEX_STALE",
+                        "message": f"the word index is {behind} changes behind the store",
+                    }
+                )
+        except ChatseekError as exc:
+            warnings.append({"code": "STATUS_UNAVAILABLE", "message": exc.message})
+        return warnings
 
     async def SearchConversations(
         self, request: pb.SearchConversationsRequest, context: Ctx
@@ -67,3 +108,11 @@ class SearchFacade(FacadeBase):
             peer="fusion",
         )
         return pb.SearchConversationsResponse(result=reply.result)
+
+
+def _index_age_min(chats: list[dict[str, object]]) -> float | None:
+    """Minutes since the newest fetch of any searched chat; None when none was ever synced."""
+    fetched = [int(str(c["last_fetched_at"])) for c in chats if c.get("last_fetched_at")]
+    if not fetched:
+        return None
+    return round((time.time() - max(fetched)) / SECONDS_PER_MINUTE, 1)
