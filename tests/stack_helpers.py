@@ -68,3 +68,23 @@ def alive(pid: int) -> bool:
     if not stat.exists():
         return False
     return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+SETTLE_TIMEOUT_S = 240
+
+
+def settle(env: dict[str, str], timeout_s: float = SETTLE_TIMEOUT_S) -> dict[str, Any]:
+    """Wait until units, word indexes and vectors cover everything stored; returns the status."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        services = {s["name"]: s for s in cli_json(env, "status", "--json")["services"]}
+        lags = [
+            v for n in ("unitize", "lexical", "vector") for v in services[n]["feed_lag"].values()
+        ]
+        pending = services["vector"]["details"].get("pending") or 0
+        if services["lexical"]["details"].get("words_ready") and not any(lags) and not pending:
+            return services
+        time.sleep(0.3)
+    raise AssertionError("the indexes did not settle")

@@ -15,25 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.stack_helpers import alive, cli, cli_json, stack_env
+from tests.stack_helpers import alive, cli, cli_json, settle, stack_env
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_EXPORT = ROOT / "demo" / "export"
-SETTLE_TIMEOUT_S = 240
-
-
-def _settle(env: dict[str, str]) -> dict[str, Any]:
-    deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    while time.monotonic() < deadline:
-        services = {s["name"]: s for s in cli_json(env, "status", "--json")["services"]}
-        lags = [
-            v for n in ("unitize", "lexical", "vector") for v in services[n]["feed_lag"].values()
-        ]
-        pending = services["vector"]["details"].get("pending") or 0
-        if services["lexical"]["details"].get("words_ready") and not any(lags) and not pending:
-            return services
-        time.sleep(0.5)
-    raise AssertionError("the indexes did not settle")
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +30,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     shutil.copytree(DEMO_EXPORT, export)
     try:
         report = cli_json(env, "import", str(export), "--json")
-        status = _settle(env)
+        status = settle(env)
         cli(env, "conversations", "build", "--all")
         yield {"env": env, "report": report, "status": status, "home": home}
     finally:

@@ -24,7 +24,7 @@ from chatseek_gateway.mcp.gateway import GatewayConnection
 from chatseek_gateway.mcp.instructions import INSTRUCTIONS
 from chatseek_gateway.mcp.server import build_server
 from chatseek_gateway.mcp.tools import CLI_ONLY, CLI_TWINS, TOOL_NAMES
-from tests.stack_helpers import cli, stack_env
+from tests.stack_helpers import cli, settle, stack_env
 
 EXPORT = Path(__file__).resolve().parents[2] / "ingest/tests/fixtures/exports/account"
 CHANNEL_TITLE = "Valencia Rentals"
@@ -43,6 +43,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     try:
         cli(env, "stack", "up")
         cli(env, "import", str(base / "export"))
+        settle(env)
         yield env
     finally:
         cli(env, "stack", "down", check=False)
