@@ -42,10 +42,16 @@ DEFAULT_TIMEOUT_S = 30.0
 RETRIES = 2
 RETRY_BACKOFF_S = 0.2
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# gRPC's reconnect backoff grows to 120 s while a peer is down, and calls fail fast until the next
+# attempt: a restarted peer would stay "unreachable" for minutes. Keep it short (cheap on loopback).
+INITIAL_RECONNECT_BACKOFF_MS = 100
+MAX_RECONNECT_BACKOFF_MS = 500
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.enable_http_proxy", 0),
+    ("grpc.initial_reconnect_backoff_ms", INITIAL_RECONNECT_BACKOFF_MS),
+    ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
 ]
 
 Req = TypeVar("Req")

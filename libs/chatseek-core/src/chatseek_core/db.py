@@ -8,12 +8,19 @@ Invariants:
 * Each owner database has one named, append-only list of migrations recorded in ``_migrations``;
   a file migrated by newer code is refused with ``SchemaTooNew``, never downgraded.
 * Other services' files are attached read-only (``mode=ro``) and never written.
+
+Fault injection (tests only, off by default): ``CHATSEEK_FAULT_KILL_AT="<owner>:<n>[:after]"``,
+read once at import, makes the process SIGKILL itself just before (or, with ``:after``, just
+after) the n-th COMMIT that wrote rows to ``<owner>.db``. Empty transactions are not counted, so
+an idle poll never moves the count. Unset, ``transaction`` does no extra work.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -30,6 +37,7 @@ from chatseek_core.errors import (
 )
 
 __all__ = [
+    "FAULT_KILL_ENV",
     "Connection",
     "Migration",
     "ThreadConnections",
@@ -47,6 +55,7 @@ log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 5000
 CACHE_SIZE_KIB = 64 * 1024
 MMAP_SIZE_BYTES = 256 * 1024 * 1024
+FAULT_KILL_ENV = "CHATSEEK_FAULT_KILL_AT"
 
 if TYPE_CHECKING:
     from sqlite3 import Connection
@@ -132,19 +141,75 @@ def check_extensions() -> str:
         conn.close()
 
 
+# --- fault injection (tests only) ---
+
+
+@dataclass(frozen=True)
+class _KillPoint:
+    owner: str
+    commit: int
+    after: bool
+
+
+def _kill_point(spec: str | None) -> _KillPoint | None:
+    """Parse ``<owner>:<n>[:after]``; a malformed value names the variable."""
+    if not spec:
+        return None
+    parts = spec.split(":")
+    if len(parts) in (2, 3) and parts[0] and parts[1].isdigit() and int(parts[1]) >= 1:
+        if len(parts) == 2 or parts[2] in ("before", "after"):
+            return _KillPoint(parts[0], int(parts[1]), len(parts) == 3 and parts[2] == "after")
+    raise ValueError(f"{FAULT_KILL_ENV}={spec!r}: expected <owner>:<n>[:after] with n >= 1")
+
+
+_KILL_AT = _kill_point(os.environ.get(FAULT_KILL_ENV))
+_kill_lock = threading.Lock()
+_kill_commits = 0
+
+
+def _owner_of(conn: Connection) -> str:
+    for row in conn.execute("PRAGMA database_list"):
+        if row[1] == "main":
+            return Path(row[2]).stem if row[2] else ""
+    return ""
+
+
+def _kill_due(conn: Connection, changes_before: int) -> bool:
+    """Count a writing commit on the kill point's owner; True when it is the chosen one."""
+    global _kill_commits
+    point = _KILL_AT
+    if point is None or conn.total_changes == changes_before or _owner_of(conn) != point.owner:
+        return False
+    with _kill_lock:
+        _kill_commits += 1
+        return _kill_commits == point.commit
+
+
+def _kill_self(point: _KillPoint) -> None:
+    log.warning(
+        "fault injection: SIGKILL %s commit %d of %s",
+        "after" if point.after else "before",
+        point.commit,
+        point.owner,
+    )
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 @contextlib.contextmanager
 def transaction(conn: Connection) -> Iterator[Connection]:
     """Run the block in a write transaction: ``BEGIN IMMEDIATE``, or join one already open.
 
     The outermost block commits on success and rolls back on any exception. SQLite's "database
     is locked" past the busy timeout becomes ``DatabaseBusy`` (UNAVAILABLE, retryable); a full
-    disk or read-only file becomes ``StorageError``.
+    disk or read-only file becomes ``StorageError``. With ``CHATSEEK_FAULT_KILL_AT`` set, the
+    process may kill itself around this COMMIT (see the module docstring).
     """
     if conn.in_transaction:
         yield conn
         return
     with storage_errors():
         conn.execute("BEGIN IMMEDIATE")
+    changes_before = conn.total_changes if _KILL_AT is not None else 0
     try:
         with storage_errors():
             yield conn
@@ -152,8 +217,13 @@ def transaction(conn: Connection) -> Iterator[Connection]:
         with contextlib.suppress(sqlean.Error):
             conn.execute("ROLLBACK")
         raise
+    kill = _KILL_AT is not None and _kill_due(conn, changes_before)
+    if kill and _KILL_AT is not None and not _KILL_AT.after:
+        _kill_self(_KILL_AT)
     with storage_errors():
         conn.execute("COMMIT")
+    if kill and _KILL_AT is not None and _KILL_AT.after:
+        _kill_self(_KILL_AT)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextvars
 import time
 
-__all__ = ["enter", "leave", "remaining", "timeout_for"]
+__all__ = ["enter", "leave", "remaining", "share", "timeout_for"]
 
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "chatseek_deadline", default=None
@@ -41,3 +41,15 @@ def timeout_for(own_timeout: float) -> float:
     if left is None:
         return own_timeout
     return max(MIN_TIMEOUT_S, min(own_timeout, left))
+
+
+def share(own_timeout: float, fraction: float) -> float:
+    """A timeout for an optional step: at most ``fraction`` of what is left of the deadline.
+
+    A step whose failure only degrades the answer (the dense list, the reranker) must leave time
+    for the answer itself, so it may not use the whole deadline.
+    """
+    left = remaining()
+    if left is None:
+        return own_timeout
+    return max(MIN_TIMEOUT_S, min(own_timeout, left * fraction))

@@ -46,6 +46,12 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_CONCURRENT_PER_METHOD = 64
 SHUTDOWN_GRACE_S = 5.0
 OVERLOAD_RETRY_S = 0.5
+# gRPC sends a status in at most 16 KiB of trailing metadata (its details base64-encoded, its
+# message percent-encoded); an error echoing an over-long input (a 10 000-character tag) is
+# clipped to fit, or the client would get a bare RESOURCE_EXHAUSTED instead of the error.
+STATUS_METADATA_BUDGET = 12 * 1024
+STATUS_CLIPS = (4096, 512, 64)
+MAX_STATUS_CANDIDATES = 20
 SERVER_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -53,23 +59,34 @@ SERVER_OPTIONS = [
 ]
 
 
-def status_for(exc: ChatseekError, service: str) -> status_pb2.Status:
-    """The ``google.rpc.Status`` a client receives for ``exc``."""
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _metadata_bytes(status: status_pb2.Status) -> int:
+    """At most what ``status`` takes in trailing metadata (base64 details, escaped message)."""
+    return 4 * int(status.ByteSize()) // 3 + 3 * len(status.message.encode())
+
+
+def _status(exc: ChatseekError, service: str, limit: int) -> status_pb2.Status:
     info = error_details_pb2.ErrorInfo(
-        reason=exc.reason, domain=f"{service}.chatseek", metadata=dict(exc.metadata)
+        reason=exc.reason,
+        domain=f"{service}.chatseek",
+        metadata={key: _clip(value, limit) for key, value in exc.metadata.items()},
     )
     if exc.candidates:
-        info.metadata["candidates"] = "\n".join(exc.candidates)
-    details = [info]
+        candidates = exc.candidates[:MAX_STATUS_CANDIDATES]
+        info.metadata["candidates"] = "\n".join(_clip(c, limit) for c in candidates)
     packed: list[any_pb2.Any] = []
-    for detail in details:
-        holder = any_pb2.Any()
-        holder.Pack(detail)
-        packed.append(holder)
+    holder = any_pb2.Any()
+    holder.Pack(info)
+    packed.append(holder)
     if exc.hint:
         holder = any_pb2.Any()
         holder.Pack(
-            error_details_pb2.Help(links=[error_details_pb2.Help.Link(description=exc.hint)])
+            error_details_pb2.Help(
+                links=[error_details_pb2.Help.Link(description=_clip(exc.hint, limit))]
+            )
         )
         packed.append(holder)
     if exc.retry_after_s is not None:
@@ -83,7 +100,22 @@ def status_for(exc: ChatseekError, service: str) -> status_pb2.Status:
             )
         )
         packed.append(holder)
-    return status_pb2.Status(code=exc.code.value[0], message=exc.message, details=packed)
+    return status_pb2.Status(
+        code=exc.code.value[0], message=_clip(exc.message, limit), details=packed
+    )
+
+
+def status_for(exc: ChatseekError, service: str) -> status_pb2.Status:
+    """The ``google.rpc.Status`` a client receives for ``exc``.
+
+    Texts are clipped (message, hint, metadata values, candidates) as far as it takes for the
+    status to fit gRPC's trailing metadata.
+    """
+    for limit in STATUS_CLIPS:
+        status = _status(exc, service, limit)
+        if _metadata_bytes(status) <= STATUS_METADATA_BUDGET:
+            break
+    return status
 
 
 def _internal_status() -> status_pb2.Status:

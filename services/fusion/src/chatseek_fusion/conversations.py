@@ -17,7 +17,7 @@ from chatseek_core.db import Connection
 from chatseek_core.errors import ChatseekError, InvalidArgument
 from chatseek_core.links import deep_link
 from chatseek_fusion.fuse import rrf
-from chatseek_fusion.hybrid import ListFilter, Neighbours
+from chatseek_fusion.hybrid import MAX_QUERY_BYTES, ListFilter, Neighbours
 from chatseek_fusion.store import load_chats, load_units
 
 __all__ = ["ConversationSignals", "search_conversations"]
@@ -86,10 +86,15 @@ async def search_conversations(
     """Run both branches and fuse them; returns ``{results, warnings, embedded_only_elsewhere}``.
 
     Raises:
-        InvalidArgument: an empty question or k out of range.
+        InvalidArgument: an empty or over-long question or k out of range.
     """
     if not question.strip():
         raise InvalidArgument("the question is empty", metadata={"field": "question"})
+    if len(question.encode()) > MAX_QUERY_BYTES:
+        raise InvalidArgument(
+            f"the question is longer than {MAX_QUERY_BYTES} bytes",
+            metadata={"field": "question", "limit": str(MAX_QUERY_BYTES)},
+        )
     if not 1 <= k <= MAX_K:
         raise InvalidArgument(f"k must be between 1 and {MAX_K}", metadata={"field": "k"})
     chunk_filter = ListFilter(

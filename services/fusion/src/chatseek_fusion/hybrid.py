@@ -37,6 +37,7 @@ from chatseek_fusion.store import (
 
 __all__ = [
     "DEFAULT_KINDS",
+    "MAX_QUERY_BYTES",
     "ListFilter",
     "Neighbours",
     "SearchConfig",
@@ -51,6 +52,8 @@ DEFAULT_KINDS = ("window", "thread", "post")
 MODES = ("hybrid", "lexical", "dense")
 RERANK_TEXT_CHARS = 2000
 MAX_K = 100
+# The strict language's query budget; a question longer than this is no question.
+MAX_QUERY_BYTES = 8192
 
 
 @dataclass(frozen=True)
@@ -253,7 +256,7 @@ async def search(
     """Run one hybrid search; returns ``{hits, warnings, mode, reranked, …}``.
 
     Raises:
-        InvalidArgument: an unknown mode, an empty query or k out of range.
+        InvalidArgument: an unknown mode, an empty or over-long query or k out of range.
     """
     if params.mode not in MODES:
         raise InvalidArgument(
@@ -262,6 +265,11 @@ async def search(
         )
     if not params.query.strip():
         raise InvalidArgument("the query is empty", metadata={"field": "query"})
+    if len(params.query.encode()) > MAX_QUERY_BYTES:
+        raise InvalidArgument(
+            f"the query is longer than {MAX_QUERY_BYTES} bytes",
+            metadata={"field": "query", "limit": str(MAX_QUERY_BYTES)},
+        )
     if not 1 <= params.k <= MAX_K:
         raise InvalidArgument(f"k must be between 1 and {MAX_K}", metadata={"field": "k"})
     warnings: list[dict[str, str]] = []

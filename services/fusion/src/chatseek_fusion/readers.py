@@ -139,7 +139,7 @@ def context(
     if not (0 <= before <= MAX_CONTEXT and 0 <= after <= MAX_CONTEXT):
         raise InvalidArgument(
             f"before and after must be between 0 and {MAX_CONTEXT}",
-            metadata={"field": "before" if before > MAX_CONTEXT else "after"},
+            metadata={"field": "after" if 0 <= before <= MAX_CONTEXT else "before"},
         )
     center = _one(conn, account, chat_id, msg_id)
     chat = _chat(conn, account, chat_id)
@@ -173,6 +173,11 @@ def evidence(conn: Connection, locators: list[str], max_chars: int) -> dict[str,
     if len(locators) > MAX_EVIDENCE_LOCATORS:
         raise InvalidArgument(
             f"at most {MAX_EVIDENCE_LOCATORS} locators per call", metadata={"field": "locators"}
+        )
+    if max_chars < 0:
+        raise InvalidArgument(
+            "max_chars must not be negative (0 means the default)",
+            metadata={"field": "max_chars"},
         )
     limit = max_chars or DEFAULT_EVIDENCE_CHARS
     packets = []

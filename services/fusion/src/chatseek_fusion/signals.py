@@ -9,6 +9,7 @@ from chatseek.common.v1 import common_pb2
 from chatseek.embed.v1 import embed_service_pb2, embed_service_pb2_grpc
 from chatseek.lexical.v1 import lexical_service_pb2, lexical_service_pb2_grpc
 from chatseek.vector.v1 import vector_service_pb2, vector_service_pb2_grpc
+from chatseek_core import deadline
 from chatseek_core.client import aio_channel, call
 from chatseek_core.settings import Settings
 from chatseek_fusion.hybrid import ListFilter, Neighbours
@@ -18,6 +19,10 @@ __all__ = ["GrpcSignals"]
 LIST_TIMEOUT_S = 10.0
 KNN_TIMEOUT_S = 15.0
 RERANK_TIMEOUT_S = 30.0
+# The dense list and the reranker only improve an answer: each may use this share of what is
+# left of the caller's deadline, so a slow embed degrades search instead of timing it out.
+DENSE_SHARE = 0.5
+RERANK_SHARE = 0.5
 
 
 def _lexical_filter(flt: ListFilter) -> lexical_service_pb2.ListFilter:
@@ -100,7 +105,7 @@ class GrpcSignals:
                 k=limit,
                 current_chunks_only=current_chunks_only,
             ),
-            timeout=KNN_TIMEOUT_S,
+            timeout=deadline.share(KNN_TIMEOUT_S, DENSE_SHARE),
             idempotent=True,
             peer="vector",
         )
@@ -114,7 +119,7 @@ class GrpcSignals:
         reply = await call(
             self.embed.Rerank,
             embed_service_pb2.RerankRequest(query=query, texts=list(texts)),
-            timeout=RERANK_TIMEOUT_S,
+            timeout=deadline.share(RERANK_TIMEOUT_S, RERANK_SHARE),
             idempotent=True,
             peer="embed",
         )

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlean
+
 from chatseek_core import db
 from chatseek_core.errors import InvalidArgument, StorageError
 
@@ -204,13 +206,25 @@ def _checks(conn: db.Connection) -> list[Finding]:
     return out
 
 
+def _unwritable(target: Path, exc: Exception) -> InvalidArgument:
+    return InvalidArgument(
+        f"{target} cannot hold a backup: {exc}",
+        hint="back up into a directory you can write",
+        metadata={"field": "directory"},
+    )
+
+
 def backup(data_dir: Path, target: Path) -> dict[str, Any]:
     """Write a consistent copy of every database file into ``target`` (``VACUUM INTO``).
 
     Raises:
-        InvalidArgument: ``target`` already holds a copy (nothing is overwritten).
+        InvalidArgument: ``target`` already holds a copy (nothing is overwritten), or it cannot
+            be created or written.
     """
-    target.mkdir(parents=True, exist_ok=True)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _unwritable(target, exc) from exc
     copies = []
     for owner in OWNERS:
         source = data_dir / f"{owner}.db"
@@ -225,6 +239,8 @@ def backup(data_dir: Path, target: Path) -> dict[str, Any]:
         try:
             with db.storage_errors():
                 conn.execute("VACUUM INTO ?", (str(destination),))
+        except sqlean.OperationalError as exc:
+            raise _unwritable(target, exc) from exc
         finally:
             conn.close()
         copies.append({"file": source.name, "bytes": destination.stat().st_size})

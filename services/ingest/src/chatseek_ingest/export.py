@@ -5,11 +5,12 @@ Owns turning ``result.json`` / ``messages.json`` into ``ExportChat`` / ``ExportM
 in 64 KiB steps and every complete message is handed out and dropped from the partial tree.
 Invariants: a chat header precedes its messages; a media path never escapes the export folder;
 a file cut mid-write yields its complete prefix then one ``truncated`` warning; anything else
-malformed raises ``MalformedExport`` naming the file, the JSON path and the byte range. A bad
-message whose id is known is skipped with a warning; a message without an integer id, a
-non-object message, a broken chat header or a non-array ``messages``/``list`` abort. Chat keys
-may come in any order: messages wait (at most ``max_pending``) for the header, then a second
-streaming pass over the file looks the header up.
+malformed raises ``MalformedExport`` naming the file, the JSON path and the byte range (a JSON
+syntax error after the complete messages before it). A bad message whose id is known is skipped
+with a warning; a message without an integer id, a non-object message, a broken chat header, a
+non-array ``messages``/``list`` or values nested past ``MAX_NESTING`` abort. Chat keys may come
+in any order: messages wait (at most ``max_pending``) for the header, then a second streaming
+pass over the file looks the header up.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import ijson
 
@@ -53,6 +54,15 @@ CHUNK_BYTES = 64 * 1024
 MAX_PENDING_MESSAGES = 10_000
 MAX_UNDECIDED_BYTES = 1024 * 1024
 MAX_PRUNE_DEPTH = 4
+# Arrays and objects nest about ten levels deep in real exports; ijson's cost per value grows
+# with its depth, so a file nested a million levels deep would parse for days.
+MAX_NESTING = 64
+# Ids and unix times written as strings: enough digits for any of them, few enough that the
+# marked id of a channel still fits SQLite's 64-bit integers.
+MAX_DIGITS = 18
+# 9999-12-31T23:59:59Z, the last second a date can be shown; earlier than 1970 is no message.
+MAX_UNIXTIME = 253_402_300_799
+MAX_QUOTED_CHARS = 64
 MAX_SLUG_CHARS = 48
 SLUG_HASH_CHARS = 8
 SUPERGROUP_ID_OFFSET = 1_000_000_000_000
@@ -62,7 +72,21 @@ EXPORT_FILE_NAMES = ("result.json", "messages.json")
 ExportRecord = ExportChat | ExportMessage | ExportWarning
 
 _UTF8_BOM = b"\xef\xbb\xbf"
+# yajl lets some invalid UTF-8 through (overlong forms, code points past U+10FFFF) and Python's
+# decoder then raises UnicodeDecodeError instead of ijson's own error.
+_PARSE_ERRORS = (ijson.JSONError, UnicodeDecodeError)
 _JSON_SPACE = b" \t\r\n"
+
+# A complete JSON string; possessive, so a scan never backtracks into one.
+_STRING_RE = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
+# Text outside strings and whole strings, anchored at the start: it stops at a string left open
+# and never starts a match at a quote inside a string, so it runs in linear time.
+_STRUCTURE_RE = re.compile(rb'(?:[^"]++|"(?:[^"\\]++|\\.)*+")*+', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_OPENERS = frozenset(b"[{")
+_CLOSERS = frozenset(b"]}")
+_QUOTE = ord('"')
+_BACKSLASH = ord("\\")
 
 _CHAT_TYPES = {
     "personal_chat": "private",
@@ -347,7 +371,11 @@ def _pipeline(target: Any, prefix: str, map_type: Callable[[], Any] | None = Non
     return ijson.items_coro(target, prefix, map_type=map_type, use_float=True)
 
 
-def _parse_events(f: BinaryIO) -> Iterator[tuple[str, str, Any]]:
+class _Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def _parse_events(f: _Readable) -> Iterator[tuple[str, str, Any]]:
     if _C_BACKEND is not None:
         events: Iterator[tuple[str, str, Any]] = _C_BACKEND.parse(f, use_float=True)
     else:
@@ -393,16 +421,25 @@ class _TopicIndex:
         return self._other.get(msg_id)
 
 
+def _digits(text: str) -> int | None:
+    """The value of ``text`` when it is at most ``MAX_DIGITS`` ASCII digits, else ``None``."""
+    if len(text) <= MAX_DIGITS and text.isascii() and text.isdigit():
+        return int(text)
+    return None
+
+
+def _in_range(unixtime: int, name: str) -> int:
+    if not 0 <= unixtime <= MAX_UNIXTIME:
+        raise _BadField(f"'{name}' is out of range")
+    return unixtime
+
+
 def _unix(unixtime: Any, iso: Any, name: str) -> int | None:
     if unixtime is not None:
-        if type(unixtime) is str:
-            try:
-                return int(unixtime)
-            except ValueError:
-                raise _BadField(f"'{name}_unixtime' is not a number") from None
-        if type(unixtime) is int:
-            return unixtime
-        raise _BadField(f"'{name}_unixtime' is not a number")
+        value = _digits(unixtime) if type(unixtime) is str else unixtime
+        if type(value) is not int:
+            raise _BadField(f"'{name}_unixtime' is not a number")
+        return _in_range(value, f"{name}_unixtime")
     if iso is None:
         return None
     if type(iso) is not str:
@@ -412,8 +449,8 @@ def _unix(unixtime: Any, iso: Any, name: str) -> int | None:
     except ValueError:
         raise _BadField(f"'{name}' is not an ISO date") from None
     if stamp.tzinfo is None:
-        return calendar.timegm(stamp.timetuple())
-    return int(stamp.timestamp())
+        return _in_range(calendar.timegm(stamp.timetuple()), name)
+    return _in_range(int(stamp.timestamp()), name)
 
 
 def _peer(value: Any, name: str) -> tuple[str | None, int | None]:
@@ -431,8 +468,9 @@ def _peer(value: Any, name: str) -> tuple[str | None, int | None]:
             kind, digits = "chat", value[4:]
         else:
             kind, digits = "user", value
-        if digits.isascii() and digits.isdigit():
-            return kind, int(digits)
+        bare = _digits(digits)
+        if bare is not None:
+            return kind, bare
     raise _BadField(f"'{name}' is not a peer id")
 
 
@@ -502,7 +540,7 @@ def _text(entities: Any, text: Any) -> tuple[str, list[dict[str, Any]], bool]:
             user_id = run.get("user_id")
             if type(user_id) is int:
                 entity["user_id"] = user_id
-            elif type(user_id) is str and user_id.isascii() and user_id.isdigit():
+            elif type(user_id) is str and _digits(user_id) is not None:
                 entity["user_id"] = int(user_id)
         elif kind == "custom_emoji":
             document_id = run.get("document_id")
@@ -622,6 +660,13 @@ def _runs_text(value: Any, name: str) -> str:
     return _text(None, value)[0] if type(value) is list else _need_str(value, name)
 
 
+def _clipped(value: str | None) -> str | None:
+    """``value`` short enough to quote in a warning (a hostile file may hold megabytes)."""
+    if value is None or len(value) <= MAX_QUOTED_CHARS:
+        return value
+    return value[:MAX_QUOTED_CHARS] + "…"
+
+
 def _need_str(value: Any, name: str) -> str:
     if type(value) is not str:
         raise _BadField(f"'{name}' is not a string")
@@ -629,6 +674,85 @@ def _need_str(value: Any, name: str) -> str:
 
 
 # --- the reader ---
+
+
+class _Nesting:
+    """How deep arrays and objects nest outside strings, followed chunk by chunk."""
+
+    __slots__ = ("_carry", "_depth")
+
+    def __init__(self) -> None:
+        self._depth = 0
+        # The opening of a string the previous chunk left open (with its pending escape).
+        self._carry = b""
+
+    def too_deep_at(self, chunk: bytes) -> int | None:
+        """Follow ``chunk``; the offset in it of the first bracket past ``MAX_NESTING``, if any.
+
+        After a hit the state is spent: the reader stops there.
+        """
+        start, carry = self._depth, self._carry
+        buf = carry + chunk
+        match = _STRUCTURE_RE.match(buf)
+        end = match.end() if match else 0
+        if end < len(buf):
+            escapes = len(buf) - len(buf.rstrip(b"\\"))
+            self._carry = b'"\\' if escapes % 2 else b'"'
+        else:
+            self._carry = b""
+        brackets = _STRING_RE.sub(b"", buf[:end]).translate(None, _NOT_BRACKETS)
+        opens = brackets.count(b"[") + brackets.count(b"{")
+        if self._depth + opens <= MAX_NESTING:
+            self._depth += 2 * opens - len(brackets)
+            return None
+        for bracket in brackets:
+            self._depth += 1 if bracket in _OPENERS else -1
+            if self._depth > MAX_NESTING:
+                return _deep_offset(buf, start) - len(carry)
+        return None
+
+
+def _deep_offset(buf: bytes, depth: int) -> int:
+    """Where in ``buf`` (starting at ``depth``) a bracket first nests past ``MAX_NESTING``."""
+    in_string = escape = False
+    for offset, byte in enumerate(buf):
+        if in_string:
+            if escape:
+                escape = False
+            elif byte == _BACKSLASH:
+                escape = True
+            elif byte == _QUOTE:
+                in_string = False
+        elif byte == _QUOTE:
+            in_string = True
+        elif byte in _OPENERS:
+            depth += 1
+            if depth > MAX_NESTING:
+                return offset
+        elif byte in _CLOSERS:
+            depth -= 1
+    return len(buf)
+
+
+class _NestingLimited:
+    """A binary file whose reads end where arrays or objects nest past ``MAX_NESTING``."""
+
+    __slots__ = ("_done", "_file", "_nesting")
+
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+        self._nesting = _Nesting()
+        self._done = False
+
+    def read(self, size: int = -1) -> bytes:
+        if self._done:
+            return b""
+        chunk = self._file.read(size)
+        deep = self._nesting.too_deep_at(chunk)
+        if deep is None:
+            return chunk
+        self._done = True
+        return chunk[:deep]
 
 
 class _Chat:
@@ -682,6 +806,7 @@ class _Reader:
         self._feed = _pipeline(self._done, "", make_map)
         self._fed = 0
         self._chunk = (0, 0)
+        self._nesting = _Nesting()
         self._shape: str | None = None
         self._chat: _Chat | None = None
         self._next_index: dict[str, int] = {}
@@ -715,19 +840,23 @@ class _Reader:
                     chunk = chunk[:nul]
                     truncated_at = self._fed + nul
                 if chunk:
-                    self._chunk = (self._fed, self._fed + len(chunk))
-                    try:
-                        self._feed.send(chunk)
-                    except ijson.JSONError as exc:
-                        raise self._syntax_error(exc) from None
-                    self._fed += len(chunk)
-                    yield from self._counted(self._advance(final=False))
+                    deep = self._nesting.too_deep_at(chunk)
+                    if deep is not None:
+                        if deep:
+                            yield from self._send(chunk[:deep])
+                        raise self._malformed(
+                            self._where(),
+                            f"arrays or objects nested deeper than {MAX_NESTING} levels "
+                            f"(at byte {self._fed})",
+                            offset=self._fed,
+                        )
+                    yield from self._send(chunk)
                 if truncated_at is not None:
                     break
             if truncated_at is None:
                 try:
                     self._feed.close()
-                except ijson.JSONError:
+                except _PARSE_ERRORS:
                     # Every byte fed was accepted, so only the end is missing: premature EOF or
                     # a token (string, escape, number, UTF-8 sequence) cut in half.
                     truncated_at = self._fed
@@ -743,6 +872,19 @@ class _Reader:
             self._warnings,
             "" if truncated_at is None else " (truncated)",
         )
+
+    def _send(self, chunk: bytes) -> Iterator[ExportRecord]:
+        """Feed ``chunk``; hand out what it completes (before a syntax error, what preceded it)."""
+        self._chunk = (self._fed, self._fed + len(chunk))
+        try:
+            self._feed.send(chunk)
+        except _PARSE_ERRORS as exc:
+            error = self._syntax_error(exc)
+            # What the parser built before the problem is complete: hand it out first.
+            yield from self._counted(self._advance(final=False))
+            raise error from None
+        self._fed += len(chunk)
+        yield from self._counted(self._advance(final=False))
 
     def _counted(self, records: Iterator[ExportRecord]) -> Iterator[ExportRecord]:
         for record in records:
@@ -873,6 +1015,8 @@ class _Reader:
         name = fields.get("name")
         if type(raw_id) is not int:
             raise self._malformed(where, "a chat needs an integer 'id'")
+        if abs(raw_id) >= 10**MAX_DIGITS:
+            raise self._malformed(f"{where}.id".lstrip("."), "the chat id is out of range")
         if "type" not in fields or (export_type is not None and type(export_type) is not str):
             raise self._malformed(where, "a chat needs a string 'type'")
         if name is not None and type(name) is not str:
@@ -882,7 +1026,7 @@ class _Reader:
             cur.skip = True
             return ExportWarning(
                 kind="skipped",
-                message=f"chat {raw_id} of unknown type {export_type!r} skipped",
+                message=f"chat {raw_id} of unknown type {_clipped(export_type)!r} skipped",
                 location=where,
             )
         username = fields.get("username")
@@ -916,7 +1060,7 @@ class _Reader:
         with open(self._src.json_path, "rb") as f:
             _skip_bom(f)
             try:
-                for prefix, event, value in _parse_events(f):
+                for prefix, event, value in _parse_events(_NestingLimited(f)):
                     if prefix == item:
                         if event == "start_map" and cur.section:
                             seen += 1
@@ -926,7 +1070,7 @@ class _Reader:
                         key = wanted.get(prefix)
                         if key is not None and event != "map_key":
                             fields[key] = value
-            except ijson.JSONError:
+            except _PARSE_ERRORS:
                 pass
         return fields, False
 
@@ -942,7 +1086,8 @@ class _Reader:
         if (
             header is not None
             and header.type == "supergroup"
-            and raw.get("action") in _FORUM_ACTIONS
+            and type(raw.get("action")) is str
+            and raw["action"] in _FORUM_ACTIONS
         ):
             cur.forum = True
             cur.header = replace(header, type="forum")
@@ -977,8 +1122,9 @@ class _Reader:
             raise _BadField("Telegram Desktop could not export this message (unsupported)")
         service = raw_type == "service"
         unixtime = get("date_unixtime")
-        if type(unixtime) is str and unixtime.isdigit():
-            date = int(unixtime)
+        fast = _digits(unixtime) if type(unixtime) is str else None
+        if fast is not None and fast <= MAX_UNIXTIME:
+            date = fast
         else:
             parsed = _unix(unixtime, get("date"), "date")
             if parsed is None:
@@ -1246,7 +1392,7 @@ class _Reader:
                     count += len(out)
                     del out[:]
                 feed.close()
-            except ijson.JSONError:
+            except _PARSE_ERRORS:
                 pass
         return count + len(out)
 
@@ -1279,7 +1425,7 @@ class _Reader:
     def _syntax_error(self, exc: Exception) -> MalformedExport:
         lines = str(exc).strip().strip("b'\"").splitlines() or ["invalid JSON"]
         detail = lines[0].split("\\n")[0].strip().rstrip(".")
-        if "UTF8" in detail:
+        if "UTF8" in detail or isinstance(exc, UnicodeDecodeError):
             detail = "invalid UTF-8 bytes"
         start, end = self._chunk
         return self._malformed(self._where(), f"{detail} (in bytes {start}-{end})", offset=start)
@@ -1299,7 +1445,8 @@ class _Reader:
 def _header_ready(obj: dict[str, Any], finished: bool) -> bool:
     if "id" not in obj or "type" not in obj:
         return finished
-    return finished or "name" in obj or obj.get("type") in _NAMELESS_TITLES
+    kind = obj.get("type")
+    return finished or "name" in obj or (type(kind) is str and kind in _NAMELESS_TITLES)
 
 
 def _mark_chat(chat_type: str, raw_id: int) -> int:

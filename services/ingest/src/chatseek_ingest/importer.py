@@ -6,7 +6,10 @@ Invariants:
 * Importing the same export again updates rather than duplicates; unchanged messages are not
   re-announced.
 * Imported chats belong to the source ``import:<slug>``, are marked imported (never fetched by a
-  sync) and their history is complete as far as the export goes.
+  sync) and their history is marked complete once the export's last message of the chat is
+  stored; a chat cut short by truncation or a malformed export is not, and the report's
+  ``truncated`` warning or the error's ``partial_chat`` names it.
+* A malformed export keeps what was read before the problem and says how far it got.
 * Media files included in the export are read for text right away; absent ones stay pending.
 """
 
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from chatseek_core import db
+from chatseek_core.errors import MalformedExport
 from chatseek_ingest import store
 from chatseek_ingest.export import ExportSource, export_slug, iter_export, open_export
 from chatseek_ingest.model import ExportChat, ExportMessage, ExportWarning
@@ -94,6 +98,7 @@ class _Importer:
         self.last_progress = 0.0
         self.seen = 0
         self.titled_chat: int | None = None
+        self.open_chat: int | None = None
 
     def chat(self, chat: ExportChat) -> None:
         self.flush()
@@ -101,13 +106,12 @@ class _Importer:
             self.titled_chat = chat.chat_id
             chat = dataclasses.replace(chat, title=self.chat_title)
         with db.transaction(self.conn):
+            if self.open_chat != chat.chat_id:
+                self.close_chat()
             store.upsert_chat(
                 self.conn, self.account, chat, source_id=self.source_id, is_import=True
             )
-            self.conn.execute(
-                "UPDATE chats SET history_complete = 1 WHERE account = ? AND chat_id = ?",
-                (self.account, chat.chat_id),
-            )
+        self.open_chat = chat.chat_id
         entry = self.chats.setdefault(
             chat.chat_id,
             {"id": chat.chat_id, "title": chat.title, "type": chat.type, "source": self.source_id},
@@ -120,9 +124,22 @@ class _Importer:
         if len(self.buffer) >= BATCH_MESSAGES:
             self.flush()
 
+    def close_chat(self) -> None:
+        """Mark the chat being read complete: the export holds none of its messages past here."""
+        if self.open_chat is not None:
+            with db.transaction(self.conn):
+                self.conn.execute(
+                    "UPDATE chats SET history_complete = 1 WHERE account = ? AND chat_id = ?",
+                    (self.account, self.open_chat),
+                )
+        self.open_chat = None
+
     def warning(self, warning: ExportWarning) -> None:
         if warning.kind == "truncated":
             self.report.truncated = True
+            if warning.chat_id != self.open_chat:
+                self.close_chat()
+            self.open_chat = None
         if warning.kind == "skipped":
             self.report.skipped += 1
         self.report.warnings.append(
@@ -159,6 +176,27 @@ class _Importer:
             self.last_progress = now
             self.on_progress((self.seen, 0, f"{len(self.chats)} chats"))
 
+    def stopped(self, error: MalformedExport) -> MalformedExport:
+        """``error`` completed with how far the import got (what is read so far is stored)."""
+        self.flush()
+        with db.transaction(self.conn):
+            store.refresh_counts(self.conn, self.account, self.chats)
+        report = self.report
+        stored = report.new + report.updated + report.unchanged
+        progress = f"{stored} messages of {len(self.chats)} chats were imported before it"
+        metadata = {**error.metadata, "messages_stored": str(stored)}
+        if self.open_chat is not None:
+            progress += f"; chat {self.open_chat} only partly, so it is not marked complete"
+            metadata["partial_chat"] = str(self.open_chat)
+        log.warning(
+            "import %s stopped at %s: %d messages of %d chats imported",
+            self.source_id,
+            error.metadata.get("location", "?"),
+            stored,
+            len(self.chats),
+        )
+        return MalformedExport(f"{error.message}; {progress}", hint=error.hint, metadata=metadata)
+
 
 def import_export(
     conn: db.Connection,
@@ -179,7 +217,9 @@ def import_export(
         on_commit: called after every committed batch (nudges the consumers).
 
     Raises:
-        MalformedExport: the file is not an export; everything committed before stays.
+        MalformedExport: the file is not an export; everything read before the problem is
+            stored, and the error's ``messages_stored`` (and ``partial_chat``, a chat read only
+            in part) say how far it got.
     """
     source = open_export(path)
     slug = export_slug(Path(folder_name) if folder_name else source.root, chat_title)
@@ -188,14 +228,18 @@ def import_export(
         store.ensure_account(conn, account)
         store.ensure_source(conn, account, source_id, "import", folder_name or source.root.name)
     importer = _Importer(conn, account, source, source_id, chat_title, on_progress, on_commit)
-    for record in iter_export(source):
-        if isinstance(record, ExportMessage):
-            importer.message(record)
-        elif isinstance(record, ExportChat):
-            importer.chat(record)
-        else:
-            importer.warning(record)
+    try:
+        for record in iter_export(source):
+            if isinstance(record, ExportMessage):
+                importer.message(record)
+            elif isinstance(record, ExportChat):
+                importer.chat(record)
+            else:
+                importer.warning(record)
+    except MalformedExport as error:
+        raise importer.stopped(error) from None
     importer.flush()
+    importer.close_chat()
     with db.transaction(conn):
         store.refresh_counts(conn, account, importer.chats)
     importer.report.chats = list(importer.chats.values())

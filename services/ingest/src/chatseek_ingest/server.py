@@ -20,7 +20,7 @@ from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
 from chatseek_ingest.auth import PendingLogins
 from chatseek_ingest.schema import MIGRATIONS, OWNER
-from chatseek_ingest.service import IngestServicer
+from chatseek_ingest.service import IngestServicer, discard_stale_work
 from chatseek_ingest.telegram import open_client
 from chatseek_ingest.telegram_runtime import TelegramFactory
 
@@ -45,13 +45,14 @@ class Deps:
 
 
 def open_deps(settings: Settings, *, telegram_factory: TelegramFactory | None = None) -> Deps:
-    """Open and migrate ``ingest.db``; prepare nudges for its consumers.
+    """Open and migrate ``ingest.db``, drop work folders a crash left, prepare nudges.
 
     Args:
         telegram_factory: replaces the real Telethon client (tests pass a fake here).
     """
     pool = db.ThreadConnections(settings.db_path(OWNER))
     db.migrate(pool.get(), OWNER, MIGRATIONS)
+    discard_stale_work(settings.data_dir)
     nudger = Nudger(
         [
             (

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import shutil
 import tempfile
 import time
@@ -57,15 +58,39 @@ from chatseek_ingest.telegram_runtime import (
 if TYPE_CHECKING:
     from chatseek_ingest.server import Deps
 
-__all__ = ["IngestServicer"]
+__all__ = ["IngestServicer", "discard_stale_work"]
+
+log = logging.getLogger(__name__)
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 UPLOAD_PROGRESS_BYTES = 8 * 1024 * 1024
 NUDGE_MIN_INTERVAL_S = 0.5
 TMP_DIR = "tmp"
+# File systems refuse longer names (NAME_MAX); the whole path stays well inside PATH_MAX.
+MAX_NAME_BYTES = 255
+MAX_UPLOAD_PATH_BYTES = 1024
+# Work folders under <data>/tmp: an import's uploaded copy of the export, an extraction's media.
+WORK_PREFIXES = ("import-", "chatseek-media-")
 
 Progress = Callable[[tuple[int, int, str]], None]
 Work = Callable[[Progress], Awaitable[Mapping[str, Any]]]
+
+
+def discard_stale_work(data_dir: Path) -> int:
+    """Delete the work folders a killed ingest left under ``<data>/tmp``; returns how many.
+
+    A SIGKILL skips an import's ``finally``, leaving a whole copy of the uploaded export behind.
+    Call before serving: ingest is the only process writing this data dir, so none is in use.
+    """
+    root = data_dir / TMP_DIR
+    if not root.is_dir():
+        return 0
+    stale = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(WORK_PREFIXES)]
+    for folder in stale:
+        shutil.rmtree(folder, ignore_errors=True)
+    if stale:
+        log.info("removed %d work folders left by a stopped import or extraction", len(stale))
+    return len(stale)
 
 
 def _safe_relative(path: str) -> PurePosixPath:
@@ -73,6 +98,13 @@ def _safe_relative(path: str) -> PurePosixPath:
     if not path or rel.is_absolute() or ".." in rel.parts or "\\" in path:
         raise InvalidArgument(
             f"upload path {path!r} must be relative and stay inside the export",
+            metadata={"field": "chunk.path"},
+        )
+    if len(path.encode()) > MAX_UPLOAD_PATH_BYTES or any(
+        len(part.encode()) > MAX_NAME_BYTES for part in rel.parts
+    ):
+        raise InvalidArgument(
+            "an upload path or one of its names is longer than a file system allows",
             metadata={"field": "chunk.path"},
         )
     return rel

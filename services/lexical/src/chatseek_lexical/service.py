@@ -35,6 +35,8 @@ Ctx = grpc.aio.ServicerContext[Any, Any]
 MAX_LIST_LIMIT = 1000
 DEFAULT_LIST_LIMIT = 40
 DEFAULT_SEARCH_LIMIT = 20
+# Empty, "active" and "telegram" (the CLI's name) all mean the active account's chats.
+MESSAGE_SOURCES = ("", "active", "telegram", "all")
 
 
 def _limit(value: int) -> int:
@@ -140,10 +142,15 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
         if request.tree_json:
             try:
                 query = json.loads(request.tree_json)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise InvalidArgument(
                     f"the query tree is not JSON: {exc}", metadata={"field": "tree_json"}
                 ) from None
+        if request.source not in MESSAGE_SOURCES:
+            raise InvalidArgument(
+                f"source {request.source!r} is not active, telegram or all",
+                metadata={"field": "source"},
+            )
         source = "all" if request.source == "all" else "active"
         return SearchRequest(
             query=query,
@@ -179,7 +186,7 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
         else:
             try:
                 obj = json.loads(request.tree_json)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise InvalidArgument(
                     f"the query tree is not JSON: {exc}", metadata={"field": "tree_json"}
                 ) from None

@@ -261,7 +261,7 @@ def get_batch(
 def _parse(answer_json: str) -> list[Any]:
     try:
         doc = json.loads(answer_json)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InvalidValue(
             "the answer is not valid JSON",
             hint='send {"answers": [{"msg_id": 1002, "parent": 1001}, ...]}',

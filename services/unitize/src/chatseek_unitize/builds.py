@@ -9,6 +9,7 @@ units (kind ``conversation``). Invariants:
 * Chunks are keyed by content hash: a chunk the previous build had keeps its ``unit_id``; only
   new and dropped chunks are announced, in the publishing transaction.
 * Stale agent answers are not applied; builds of one chat never overlap in the process.
+* A chat gone from the store takes its builds, chunks and answers along (``drop_chat_builds``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ __all__ = [
     "build_chats",
     "default_scorer",
     "discard_unfinished",
+    "drop_chat_builds",
     "scorer_name",
 ]
 
@@ -158,6 +160,31 @@ def _discard(conn: Connection, build_ids: Sequence[int]) -> int:
             (build_id,),
         )
     return len(build_ids)
+
+
+def drop_chat_builds(conn: Connection, writer: UnitWriter, account: str, chat_id: int) -> int:
+    """Forget every build of a chat gone from the store (inside a transaction).
+
+    Its chunks are deleted through ``writer`` (so the word index and the vectors follow), its
+    links, conversations and agent answers with them: no later build will replace them.
+
+    Returns:
+        How many builds were dropped.
+    """
+    writer.delete(stored_units(conn, account, chat_id, "kind = ?", (CHUNK_KIND,)))
+    builds = [
+        (int(r[0]),)
+        for r in conn.execute(
+            "SELECT build_id FROM conversation_builds WHERE account = ? AND chat_id = ?",
+            (account, chat_id),
+        )
+    ]
+    conn.execute("DELETE FROM current_builds WHERE account = ? AND chat_id = ?", (account, chat_id))
+    conn.executemany("DELETE FROM links WHERE build_id = ?", builds)
+    conn.executemany("DELETE FROM conversations WHERE build_id = ?", builds)
+    conn.executemany("DELETE FROM conversation_builds WHERE build_id = ?", builds)
+    conn.execute("DELETE FROM agent_answers WHERE account = ? AND chat_id = ?", (account, chat_id))
+    return len(builds)
 
 
 def discard_unfinished(conn: Connection, account: str = "", chat_id: int | None = None) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 from chatseek_core import db, feed
 from chatseek_core.db import Connection
 from chatseek_unitize import loader
+from chatseek_unitize.builds import drop_chat_builds
 from chatseek_unitize.cutting import (
     CHANNEL_CHAT_TYPES,
     chrono_key,
@@ -217,6 +218,7 @@ def _apply_chat(
         conn.execute(
             "DELETE FROM chat_recipes WHERE account = ? AND chat_id = ?", (account, chat_id)
         )
+        drop_chat_builds(conn, writer, account, chat_id)
     comments = {m.msg_id for m in present.values() if m.comment_of is not None}
     for channel_id, post_ids in posts.items():
         group_ids = comments if channel_id != chat_id else set()

@@ -7,7 +7,9 @@ Invariants:
 * Embedding happens outside transactions (it is slow); writing a batch is one transaction that
   first checks each unit still has the text that was embedded, so a unit re-cut meanwhile stays
   pending instead of getting a stale vector.
-* The cache maps (space, content hash) to a vector: identical text is embedded once.
+* The cache maps (space, content hash) to a vector: identical text is embedded once. An entry
+  lives while an embedded unit has that text: a unit deleted, or re-embedded with new text (a
+  message of it deleted or edited), takes the entries no other unit uses along.
 """
 
 from __future__ import annotations
@@ -57,29 +59,38 @@ def _spaces(conn: Connection) -> list[int]:
     return [int(r[0]) for r in conn.execute("SELECT space_id FROM spaces")]
 
 
+def _embedded_hash(conn: Connection, space_id: int, unit_id: int) -> str | None:
+    row = conn.execute(
+        "SELECT content_hash FROM embedded_units WHERE space_id = ? AND unit_id = ?",
+        (space_id, unit_id),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _drop_unused_cache(conn: Connection, space_id: int, content_hash: str) -> None:
+    still_used = conn.execute(
+        "SELECT 1 FROM embedded_units WHERE space_id = ? AND content_hash = ? LIMIT 1",
+        (space_id, content_hash),
+    ).fetchone()
+    if still_used is None:
+        conn.execute(
+            "DELETE FROM vector_cache WHERE space_id = ? AND content_hash = ?",
+            (space_id, content_hash),
+        )
+
+
 def remove_unit(conn: Connection, unit_id: int) -> None:
     """Delete a unit's vectors everywhere and cache entries nothing else uses. In a transaction."""
     for space_id in _spaces(conn):
-        row = conn.execute(
-            "SELECT content_hash FROM embedded_units WHERE space_id = ? AND unit_id = ?",
-            (space_id, unit_id),
-        ).fetchone()
+        old_hash = _embedded_hash(conn, space_id, unit_id)
         conn.execute(f"DELETE FROM {float_table(space_id)} WHERE unit_id = ?", (unit_id,))
         conn.execute(f"DELETE FROM {bit_table(space_id)} WHERE unit_id = ?", (unit_id,))
-        if row is None:
+        if old_hash is None:
             continue
         conn.execute(
             "DELETE FROM embedded_units WHERE space_id = ? AND unit_id = ?", (space_id, unit_id)
         )
-        still_used = conn.execute(
-            "SELECT 1 FROM embedded_units WHERE space_id = ? AND content_hash = ? LIMIT 1",
-            (space_id, row[0]),
-        ).fetchone()
-        if still_used is None:
-            conn.execute(
-                "DELETE FROM vector_cache WHERE space_id = ? AND content_hash = ?",
-                (space_id, row[0]),
-            )
+        _drop_unused_cache(conn, space_id, old_hash)
     conn.execute("DELETE FROM pending_units WHERE unit_id = ?", (unit_id,))
 
 
@@ -172,6 +183,7 @@ def store_vectors(
             if now is None or now[0] != unit.content_hash:
                 continue
             blob = np.ascontiguousarray(vector, dtype="<f4").tobytes()
+            old_hash = _embedded_hash(conn, space.space_id, unit.unit_id)
             conn.execute(f"DELETE FROM {floats} WHERE unit_id = ?", (unit.unit_id,))
             conn.execute(f"DELETE FROM {bits} WHERE unit_id = ?", (unit.unit_id,))
             conn.execute(
@@ -205,6 +217,8 @@ def store_vectors(
                 (space.space_id, unit.content_hash, blob),
             )
             conn.execute("DELETE FROM pending_units WHERE unit_id = ?", (unit.unit_id,))
+            if old_hash is not None and old_hash != unit.content_hash:
+                _drop_unused_cache(conn, space.space_id, old_hash)
             written += 1
     return written
 

@@ -1,13 +1,23 @@
 """Nearest units to a query vector, with chat, date, kind and account filters inside the scan.
 
 Exact search asks the float vec0 table (cosine, partitioned by chat, so a few chats scan only
-their partitions). Above ``QUANTISE_ABOVE`` vectors in scope, a first pass over the sign bits
-(Hamming distance) over-fetches ``OVERSAMPLE × k`` candidates, which are rescored exactly with
-their float vectors. Returned scores are always exact cosine similarities.
+their partitions). Above ``QUANTISE_ABOVE`` vectors in scope the quantised path runs in three
+stages over the sign bits that ``vbit_<space>`` stores: Hamming distance to every code in scope
+keeps a shortlist; the query's float values against each shortlisted code's bits (an asymmetric
+estimate, 1 bit for the stored side only) keep the rescore set; exact cosines of the stored
+float vectors (``vector_cache``, else vec0) rank it. Budgets grow with ``k`` and with the scope.
+Returned scores are always exact cosines.
+
+The codes live in memory, once per process and (file, space), loaded on the first quantised
+query and then kept in step through ``vector_changes`` (written by triggers): every query first
+applies the changes since the last one. Rescoring re-reads each candidate's chat, kind and
+account, so a code that is briefly stale can cost recall, never a wrong or unfiltered hit.
 """
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,12 +26,37 @@ import numpy as np
 from chatseek_core.db import Connection
 from chatseek_vector.spaces import Space, bit_table, float_table
 
-__all__ = ["MAX_K", "OVERSAMPLE", "QUANTISE_ABOVE", "KnnFilter", "knn", "scope_size"]
+__all__ = [
+    "MAX_K",
+    "QUANTISE_ABOVE",
+    "RESCORE_MAX",
+    "RESCORE_MIN",
+    "SHORTLIST_MIN",
+    "KnnFilter",
+    "knn",
+    "scope_size",
+]
 
 QUANTISE_ABOVE = 200_000
-OVERSAMPLE = 8
 MAX_K = 4096
 CURRENT_CHUNKS_OVERFETCH = 4
+# Hamming survivors: at least this many, and at least 1/SHORTLIST_DIVISOR of the scope.
+SHORTLIST_MIN = 16_384
+SHORTLIST_DIVISOR = 64
+# Exact rescoring: 1/RESCORE_DIVISOR of the scope within [RESCORE_MIN, RESCORE_MAX], and at
+# least RESCORE_PER_K per wanted neighbour.
+RESCORE_MIN = 500
+RESCORE_MAX = 2_000
+RESCORE_DIVISOR = 200
+RESCORE_PER_K = 20
+# More pending changes than this share of the cached codes: reload instead of patching.
+RELOAD_SHARE = 0.1
+# Dead rows above this share of the cached rows: compact the arrays.
+COMPACT_SHARE = 0.25
+GROWTH = 1.5
+LOAD_CHUNK = 65_536
+NO_DISTANCE = np.iinfo(np.uint16).max
+_BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -88,29 +123,399 @@ def _exact(
     return [(int(r[0]), 1.0 - float(r[1]), int(r[2])) for r in rows]
 
 
-def _quantised(
-    conn: Connection, space: Space, blob: bytes, flt: KnnFilter, k: int
-) -> list[tuple[int, float, int]]:
-    where, params = _where(flt)
-    wide = min(MAX_K, k * OVERSAMPLE)
-    candidates = [
+# --- the in-memory sign codes ---
+
+
+class _Codes:
+    """Sign codes and filter columns of one space, in step with vector.db up to ``seq``.
+
+    Rows ``[0, n)`` are used; a changed unit's old row is marked dead and its new one appended.
+    Readers take ``snapshot()`` and never see rows appended after it; arrays are replaced, not
+    resized, when they grow, so a snapshot stays valid.
+    """
+
+    codes: np.ndarray
+    unit_ids: np.ndarray
+    chat_ids: np.ndarray
+    dates: np.ndarray
+    kind: np.ndarray
+    account: np.ndarray
+    alive: np.ndarray
+
+    def __init__(self, dim: int, capacity: int) -> None:
+        self.words = -(-dim // 64)
+        self.seq = 0
+        self.n = 0
+        self.dead = 0
+        self.kinds: dict[str, int] = {}
+        self.accounts: dict[str, int] = {}
+        self._allocate(max(1024, capacity))
+
+    def _allocate(self, capacity: int) -> None:
+        old = self.n
+        fresh = {
+            "codes": np.zeros((self.words, capacity), dtype="<u8"),
+            "unit_ids": np.zeros(capacity, dtype=np.int64),
+            "chat_ids": np.zeros(capacity, dtype=np.int64),
+            "dates": np.zeros(capacity, dtype=np.int64),
+            "kind": np.zeros(capacity, dtype=np.int32),
+            "account": np.zeros(capacity, dtype=np.int32),
+            "alive": np.zeros(capacity, dtype=bool),
+        }
+        if old:
+            for name, array in fresh.items():
+                if name == "codes":
+                    array[:, :old] = self.codes[:, :old]
+                else:
+                    array[:old] = getattr(self, name)[:old]
+        self.codes = fresh["codes"]
+        self.unit_ids = fresh["unit_ids"]
+        self.chat_ids = fresh["chat_ids"]
+        self.dates = fresh["dates"]
+        self.kind = fresh["kind"]
+        self.account = fresh["account"]
+        self.alive = fresh["alive"]
+
+    def label(self, table: dict[str, int], value: str) -> int:
+        """The small integer standing for a kind or an account."""
+        return table.setdefault(value, len(table))
+
+    def append(
+        self,
+        unit_ids: np.ndarray,
+        chat_ids: np.ndarray,
+        kinds: np.ndarray,
+        accounts: np.ndarray,
+        dates: np.ndarray,
+        codes: bytes,
+    ) -> None:
+        """Add rows; ``codes`` is their sign bits, ``dim / 8`` bytes each, concatenated."""
+        count = len(unit_ids)
+        if not count:
+            return
+        need = self.n + count
+        if need > self.unit_ids.shape[0]:
+            self._allocate(int(need * GROWTH) + 1024)
+        start, end = self.n, need
+        raw = np.frombuffer(codes, dtype=np.uint8).reshape(count, -1)
+        padded = np.zeros((count, self.words * 8), dtype=np.uint8)
+        padded[:, : raw.shape[1]] = raw
+        self.codes[:, start:end] = padded.view("<u8").T
+        self.unit_ids[start:end] = unit_ids
+        self.chat_ids[start:end] = chat_ids
+        self.kind[start:end] = kinds
+        self.account[start:end] = accounts
+        self.dates[start:end] = dates
+        self.alive[start:end] = True
+        self.n = end
+
+    def forget(self, unit_ids: Sequence[int]) -> None:
+        """Mark every row of ``unit_ids`` dead."""
+        hit = np.flatnonzero(
+            np.isin(self.unit_ids[: self.n], np.asarray(unit_ids, dtype=np.int64))
+            & self.alive[: self.n]
+        )
+        self.alive[hit] = False
+        self.dead += len(hit)
+
+    def compact(self) -> None:
+        """Drop dead rows (a copy: snapshots taken before stay valid)."""
+        keep = np.flatnonzero(self.alive[: self.n])
+        self.codes = np.ascontiguousarray(self.codes[:, keep])
+        for name in ("unit_ids", "chat_ids", "dates", "kind", "account", "alive"):
+            setattr(self, name, getattr(self, name)[keep].copy())
+        self.n = len(keep)
+        self.dead = 0
+        self._allocate(int(self.n * GROWTH) + 1024)
+
+    def snapshot(self) -> _Snapshot:
+        """The first ``n`` rows, safe to read while another thread appends."""
+        n = self.n
+        return _Snapshot(
+            codes=self.codes[:, :n],
+            unit_ids=self.unit_ids[:n],
+            chat_ids=self.chat_ids[:n],
+            dates=self.dates[:n],
+            kind=self.kind[:n],
+            account=self.account[:n],
+            alive=self.alive[:n],
+            kinds=dict(self.kinds),
+            accounts=dict(self.accounts),
+        )
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    codes: np.ndarray
+    unit_ids: np.ndarray
+    chat_ids: np.ndarray
+    dates: np.ndarray
+    kind: np.ndarray
+    account: np.ndarray
+    alive: np.ndarray
+    kinds: dict[str, int]
+    accounts: dict[str, int]
+
+    def scope(self, flt: KnnFilter) -> np.ndarray:
+        """Boolean mask of the live rows the filter leaves (dates included)."""
+        mask = self.alive.copy()
+        if flt.chat_ids:
+            mask &= np.isin(self.chat_ids, np.asarray(flt.chat_ids, dtype=np.int64))
+        if flt.kinds:
+            labels = [self.kinds[k] for k in flt.kinds if k in self.kinds]
+            mask &= np.isin(self.kind, np.asarray(labels, dtype=np.int32))
+        if flt.accounts:
+            labels = [self.accounts[a] for a in flt.accounts if a in self.accounts]
+            mask &= np.isin(self.account, np.asarray(labels, dtype=np.int32))
+        if flt.since:
+            mask &= self.dates >= flt.since
+        if flt.until:
+            mask &= self.dates <= flt.until
+        return mask
+
+
+_registry: dict[tuple[str, int], _Codes] = {}
+_registry_lock = threading.Lock()
+_locks: dict[tuple[str, int], threading.Lock] = {}
+
+
+def _database_file(conn: Connection) -> str:
+    for row in conn.execute("PRAGMA database_list"):
+        if row[1] == "main":
+            return str(row[2] or "")
+    return ""
+
+
+def _changes_head(conn: Connection) -> int:
+    row = conn.execute("SELECT MAX(seq) FROM vector_changes").fetchone()
+    return int(row[0] or 0)
+
+
+def _add_units(
+    conn: Connection, space: Space, codes: _Codes, unit_ids: Sequence[int] | None
+) -> None:
+    """Append the current rows of ``unit_ids`` (None: every embedded unit) to ``codes``."""
+    if unit_ids is None:
+        cursor = conn.execute(
+            "SELECT unit_id, chat_id, kind, account FROM embedded_units WHERE space_id = ?",
+            (space.space_id,),
+        )
+    else:
+        cursor = conn.execute(
+            "SELECT e.unit_id, e.chat_id, e.kind, e.account FROM json_each(?) j CROSS JOIN"
+            " embedded_units e ON e.space_id = ? AND e.unit_id = j.value",
+            (json.dumps(list(unit_ids)), space.space_id),
+        )
+    ids: list[int] = []
+    chats: list[int] = []
+    kinds: list[int] = []
+    accounts: list[int] = []
+    for unit_id, chat_id, kind, account in cursor:
+        ids.append(unit_id)
+        chats.append(chat_id)
+        kinds.append(codes.label(codes.kinds, kind))
+        accounts.append(codes.label(codes.accounts, account))
+    if not ids:
+        return
+    meta_ids = np.asarray(ids, dtype=np.int64)
+    order = np.argsort(meta_ids)
+    meta_ids = meta_ids[order]
+    meta = (
+        np.asarray(chats, dtype=np.int64)[order],
+        np.asarray(kinds, dtype=np.int32)[order],
+        np.asarray(accounts, dtype=np.int32)[order],
+    )
+    del ids, chats, kinds, accounts
+    table = bit_table(space.space_id)
+    if unit_ids is None:
+        scan = conn.execute(f"SELECT unit_id, embedding, start_date FROM {table}")
+        chunks = iter(lambda: scan.fetchmany(LOAD_CHUNK), [])
+    else:
+        point = f"SELECT unit_id, embedding, start_date FROM {table} WHERE unit_id = ?"
+        found = [conn.execute(point, (int(u),)).fetchone() for u in meta_ids]
+        chunks = iter([[r for r in found if r is not None]])
+    for chunk in chunks:
+        if not chunk:
+            continue
+        chunk_ids = np.fromiter((r[0] for r in chunk), dtype=np.int64, count=len(chunk))
+        at = np.minimum(np.searchsorted(meta_ids, chunk_ids), len(meta_ids) - 1)
+        known = np.flatnonzero(meta_ids[at] == chunk_ids)
+        if not len(known):
+            continue
+        at = at[known]
+        codes.append(
+            chunk_ids[known],
+            meta[0][at],
+            meta[1][at],
+            meta[2][at],
+            np.fromiter((chunk[i][2] or 0 for i in known), dtype=np.int64, count=len(known)),
+            b"".join(chunk[i][1] for i in known),
+        )
+
+
+def _load(conn: Connection, space: Space) -> _Codes:
+    head = _changes_head(conn)
+    count = conn.execute(
+        "SELECT COUNT(*) FROM embedded_units WHERE space_id = ?", (space.space_id,)
+    ).fetchone()[0]
+    codes = _Codes(space.identity.dim, int(count))
+    _add_units(conn, space, codes, None)
+    codes.seq = head
+    return codes
+
+
+def _sync(conn: Connection, space: Space, codes: _Codes) -> _Codes:
+    """Apply the changes after ``codes.seq``; returns the codes to use (maybe reloaded)."""
+    head = _changes_head(conn)
+    if head == codes.seq:
+        return codes
+    if head < codes.seq:
+        return _load(conn, space)
+    changed = [
         int(r[0])
         for r in conn.execute(
-            f"SELECT unit_id FROM {bit_table(space.space_id)}"
-            f" WHERE embedding MATCH vec_quantize_binary(?) AND k = ?{where}",
-            [blob, wide, *params],
+            "SELECT unit_id FROM vector_changes WHERE seq > ? AND seq <= ? AND space_id = ?",
+            (codes.seq, head, space.space_id),
         )
     ]
-    if not candidates:
+    if len(changed) > RELOAD_SHARE * max(codes.n - codes.dead, 1):
+        return _load(conn, space)
+    if changed:
+        codes.forget(changed)
+        _add_units(conn, space, codes, changed)
+        if codes.dead > COMPACT_SHARE * codes.n:
+            codes.compact()
+    codes.seq = head
+    return codes
+
+
+def _codes_for(conn: Connection, space: Space) -> _Codes:
+    """The space's codes for this process, loaded or brought up to date."""
+    path = _database_file(conn)
+    if not path:
+        return _load(conn, space)
+    key = (path, space.space_id)
+    with _registry_lock:
+        lock = _locks.setdefault(key, threading.Lock())
+    with lock:
+        codes = _registry.get(key)
+        codes = _load(conn, space) if codes is None else _sync(conn, space, codes)
+        with _registry_lock:
+            _registry[key] = codes
+        return codes
+
+
+def _cached(conn: Connection, space: Space) -> _Codes | None:
+    path = _database_file(conn)
+    with _registry_lock:
+        return _registry.get((path, space.space_id)) if path else None
+
+
+def _query_code(conn: Connection, blob: bytes, words: int) -> np.ndarray:
+    code = conn.execute("SELECT vec_quantize_binary(?)", (blob,)).fetchone()[0]
+    return np.frombuffer(bytes(code).ljust(words * 8, b"\0"), dtype="<u8")
+
+
+def _hamming(snap: _Snapshot, query: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    distance: np.ndarray = np.bitwise_count(snap.codes[0] ^ query[0]).astype(np.uint16)
+    for word in range(1, snap.codes.shape[0]):
+        distance += np.bitwise_count(snap.codes[word] ^ query[word])
+    distance[~mask] = NO_DISTANCE
+    return distance
+
+
+def _smallest(values: np.ndarray, count: int) -> np.ndarray:
+    """Indices of ``count`` smallest small non-negative integers (a histogram cut, not a sort)."""
+    histogram = np.bincount(values, minlength=int(NO_DISTANCE) + 1)
+    cut = int(np.searchsorted(np.cumsum(histogram), count))
+    below = np.flatnonzero(values < cut)
+    ties = np.flatnonzero(values == cut)[: count - len(below)]
+    return np.concatenate([below, ties])
+
+
+def _budgets(k: int, scope: int, shortlist: int | None, rescore: int | None) -> tuple[int, int]:
+    by_scope = min(RESCORE_MAX, max(RESCORE_MIN, scope // RESCORE_DIVISOR))
+    wide = rescore or max(by_scope, k * RESCORE_PER_K)
+    short = shortlist or max(SHORTLIST_MIN, scope // SHORTLIST_DIVISOR, wide * 4)
+    return min(scope, max(short, wide)), min(scope, wide)
+
+
+def _rescore(
+    conn: Connection,
+    space: Space,
+    vector: np.ndarray,
+    unit_ids: Sequence[int],
+    flt: KnnFilter,
+) -> list[tuple[int, float, int]]:
+    """Exact cosine of the candidates that are still embedded and still pass the filter."""
+    found: list[tuple[int, int, bytes | None]] = []
+    for unit_id, chat_id, kind, account, blob in conn.execute(
+        "SELECT e.unit_id, e.chat_id, e.kind, e.account, c.vector FROM json_each(?) j CROSS JOIN"
+        " embedded_units e ON e.space_id = ? AND e.unit_id = j.value"
+        " LEFT JOIN vector_cache c ON c.space_id = e.space_id"
+        " AND c.content_hash = e.content_hash",
+        (json.dumps([int(u) for u in unit_ids]), space.space_id),
+    ):
+        if flt.chat_ids and chat_id not in flt.chat_ids:
+            continue
+        if flt.kinds and kind not in flt.kinds:
+            continue
+        if flt.accounts and account not in flt.accounts:
+            continue
+        found.append((int(unit_id), int(chat_id), blob))
+    if not found:
         return []
-    marks = ",".join("?" for _ in candidates)
-    rows = conn.execute(
-        f"SELECT unit_id, vec_distance_cosine(embedding, ?), chat_id"
-        f" FROM {float_table(space.space_id)} WHERE unit_id IN ({marks})",
-        [blob, *candidates],
-    ).fetchall()
-    scored = sorted(((int(r[0]), 1.0 - float(r[1]), int(r[2])) for r in rows), key=lambda t: -t[1])
-    return scored[:k]
+    table = float_table(space.space_id)
+    blobs = []
+    for unit_id, _, blob in found:
+        if blob is None:
+            row = conn.execute(
+                f"SELECT embedding FROM {table} WHERE unit_id = ?", (unit_id,)
+            ).fetchone()
+            blob = row[0] if row is not None else bytes(4 * space.identity.dim)
+        blobs.append(blob)
+    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(found), -1)
+    query = np.asarray(vector, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
+    cosines = (matrix @ query) / np.where(norms > 0, norms, 1.0)
+    scored = [
+        (unit_id, float(cos), chat_id)
+        for (unit_id, chat_id, _), cos in zip(found, cosines, strict=True)
+    ]
+    scored.sort(key=lambda t: (-t[1], t[0]))
+    return scored
+
+
+def _quantised(
+    conn: Connection,
+    space: Space,
+    vector: np.ndarray,
+    blob: bytes,
+    flt: KnnFilter,
+    k: int,
+    snap: _Snapshot,
+    mask: np.ndarray,
+    *,
+    shortlist: int | None = None,
+    rescore: int | None = None,
+) -> list[tuple[int, float, int]]:
+    scope = int(mask.sum())
+    if scope == 0:
+        return []
+    short, wide = _budgets(k, scope, shortlist, rescore)
+    distance = _hamming(snap, _query_code(conn, blob, snap.codes.shape[0]), mask)
+    rows = np.flatnonzero(mask) if short >= scope else _smallest(distance, short)
+    if wide < len(rows):
+        dim_bytes = space.identity.dim // 8
+        codes = np.ascontiguousarray(snap.codes[:, rows].T).view(np.uint8)[:, :dim_bytes]
+        query = np.asarray(vector, dtype=np.float32)[: dim_bytes * 8]
+        tables = query.reshape(dim_bytes, 8) @ _BYTE_BITS.T
+        estimate = tables[np.arange(dim_bytes), codes].sum(axis=1)
+        rows = rows[np.argpartition(-estimate, wide - 1)[:wide]]
+    return _rescore(conn, space, vector, snap.unit_ids[rows].tolist(), flt)[:k]
+
+
+# --- the entry point ---
 
 
 def _current_chunks(conn: Connection, found: Sequence[tuple[int, float, int]]) -> set[int]:
@@ -137,15 +542,45 @@ def knn(
     k: int,
     *,
     quantise_above: int = QUANTISE_ABOVE,
+    shortlist: int | None = None,
+    rescore: int | None = None,
 ) -> list[tuple[int, float, int]]:
-    """``(unit_id, cosine, chat_id)`` of the ``k`` nearest units, best first."""
+    """``(unit_id, cosine, chat_id)`` of the ``k`` nearest units, best first.
+
+    Args:
+        conn: vector.db (with unitize.db attached when ``flt.current_chunks_only``).
+        space: the current space; ``vector`` has its dimension.
+        vector: the query vector.
+        flt: what the search is restricted to.
+        k: how many neighbours (clamped to ``1..MAX_K``).
+        quantise_above: scopes larger than this take the quantised path.
+        shortlist: Hamming survivors of the quantised path (default: adaptive).
+        rescore: candidates rescored exactly on the quantised path (default: adaptive).
+    """
     k = max(1, min(MAX_K, k))
     blob = np.ascontiguousarray(vector, dtype="<f4").tobytes()
     fetch = min(MAX_K, k * CURRENT_CHUNKS_OVERFETCH) if flt.current_chunks_only else k
-    if scope_size(conn, space, flt) > quantise_above:
-        found = _quantised(conn, space, blob, flt, fetch)
-    else:
+    codes = _cached(conn, space)
+    if codes is None and scope_size(conn, space, flt) <= quantise_above:
         found = _exact(conn, space, blob, flt, fetch)
+    else:
+        snap = _codes_for(conn, space).snapshot()
+        mask = snap.scope(flt)
+        if int(mask.sum()) > quantise_above:
+            found = _quantised(
+                conn,
+                space,
+                vector,
+                blob,
+                flt,
+                fetch,
+                snap,
+                mask,
+                shortlist=shortlist,
+                rescore=rescore,
+            )
+        else:
+            found = _exact(conn, space, blob, flt, fetch)
     if flt.current_chunks_only:
         keep = _current_chunks(conn, found)
         found = [f for f in found if f[0] in keep]

@@ -5,6 +5,9 @@ dimension, normaliser) is checked before every write and every query. Vectors li
 ``vec_<space_id>`` vec0 tables created per space, partitioned by chat, keyed by unitize's
 ``unit_id`` with the unit's start time and kind as metadata. ``vector_cache`` maps
 (space, content hash) to a vector so identical text is never embedded twice.
+``vector_changes`` (m002) holds, per embedded unit, the sequence number of its latest insert,
+update or delete, written by triggers on ``embedded_units``; the quantised KNN path reads it to
+keep its in-memory sign codes in step (``knn``).
 """
 
 from __future__ import annotations
@@ -56,4 +59,34 @@ CREATE TABLE pending_units (
     + CURSOR_DDL
 )
 
-MIGRATIONS = [Migration(1, "initial", _M001)]
+_M002 = """
+CREATE TABLE vector_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    space_id INTEGER NOT NULL REFERENCES spaces(space_id) ON DELETE CASCADE,
+    unit_id INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX vector_changes_by_unit ON vector_changes(space_id, unit_id);
+
+CREATE TRIGGER embedded_units_insert_change AFTER INSERT ON embedded_units
+BEGIN
+    DELETE FROM vector_changes WHERE space_id = NEW.space_id AND unit_id = NEW.unit_id;
+    INSERT INTO vector_changes (space_id, unit_id) VALUES (NEW.space_id, NEW.unit_id);
+END;
+
+CREATE TRIGGER embedded_units_update_change AFTER UPDATE ON embedded_units
+BEGIN
+    DELETE FROM vector_changes WHERE space_id = NEW.space_id AND unit_id = NEW.unit_id;
+    INSERT INTO vector_changes (space_id, unit_id) VALUES (NEW.space_id, NEW.unit_id);
+END;
+
+CREATE TRIGGER embedded_units_delete_change AFTER DELETE ON embedded_units
+BEGIN
+    DELETE FROM vector_changes WHERE space_id = OLD.space_id AND unit_id = OLD.unit_id;
+    INSERT INTO vector_changes (space_id, unit_id)
+        SELECT OLD.space_id, OLD.unit_id WHERE EXISTS (
+            SELECT 1 FROM spaces WHERE space_id = OLD.space_id
+        );
+END;
+"""
+
+MIGRATIONS = [Migration(1, "initial", _M001), Migration(2, "vector_changes", _M002)]

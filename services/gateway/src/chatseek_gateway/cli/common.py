@@ -8,13 +8,14 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from chatseek_core.client import sync_call, sync_channel
-from chatseek_core.errors import ChatseekError
+from chatseek_core.errors import ChatseekError, InvalidArgument
 from chatseek_core.probe import check
 from chatseek_core.proto_json import from_document
 from chatseek_core.settings import Settings, load_settings
 
 __all__ = [
     "EXIT_CODES",
+    "at_least_one",
     "call",
     "emit",
     "exit_code_for",
@@ -79,6 +80,17 @@ def call(method_name: str, request: Any, *, timeout: float = 120.0, idempotent: 
     return sync_call(
         getattr(stub, method_name), request, timeout=timeout, idempotent=idempotent, peer="gateway"
     )
+
+
+def at_least_one(value: int, option: str, field: str) -> int:
+    """``value`` of a count option; 0 would reach the server as "unset" and mean the default.
+
+    Raises:
+        InvalidArgument: ``value`` is below 1 (names the request ``field``).
+    """
+    if value < 1:
+        raise InvalidArgument(f"{option} must be at least 1", metadata={"field": field})
+    return value
 
 
 def exit_code_for(exc: ChatseekError) -> int:

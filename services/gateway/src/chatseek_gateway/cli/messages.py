@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from chatseek_core.errors import ChatseekError
-from chatseek_gateway.cli.common import call, emit
+from chatseek_gateway.cli.common import at_least_one, call, emit
 
 __all__ = ["register"]
 
@@ -86,6 +86,7 @@ def _request(args: argparse.Namespace) -> Any:
 def _search(args: argparse.Namespace) -> int:
     from chatseek_core.proto_json import from_document
 
+    at_least_one(args.limit, "--limit", "limit")
     request = _request(args)
     try:
         doc = from_document(call("SearchMessages", request).result)

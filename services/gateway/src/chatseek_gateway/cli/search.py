@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from chatseek_gateway.cli.common import call, emit
+from chatseek_gateway.cli.common import at_least_one, call, emit
 
 __all__ = ["print_hits", "register"]
 
@@ -87,7 +87,7 @@ def _search(args: argparse.Namespace) -> int:
         until=args.until,
         kinds=args.kind,
         mode=args.mode,
-        k=args.limit,
+        k=at_least_one(args.limit, "-k/--limit", "k"),
         full=args.full,
     )
     if args.rerank is not None:

@@ -29,6 +29,17 @@ TAG_TIMEOUT_S = 30.0
 TELEGRAM_TIMEOUT_S = 120.0
 PRUNE_TIMEOUT_S = 600.0
 SOURCE_ACTIONS = ("ls", "add", "rm", "prune")
+# Any Telegram id has fewer digits; more would not fit the int64 fields of the requests.
+MAX_ID_DIGITS = 18
+
+
+def _id(text: str) -> int | None:
+    """The integer ``text`` spells in ASCII digits (maybe negative), if it fits an id."""
+    digits = text[1:] if text.startswith("-") else text
+    if digits.isascii() and digits.isdigit() and len(digits) <= MAX_ID_DIGITS:
+        return int(text)
+    return None
+
 
 Event = TypeVar("Event")
 
@@ -108,25 +119,24 @@ class ArchiveFacade(FacadeBase):
             chat_id = await self._chat_id(account, request.chat)
             return ingest_pb.TagTarget(account=account, kind="chat", chat_id=chat_id)
         if request.sender:
-            sender = request.sender.lstrip("@")
-            if not sender.lstrip("-").isdigit():
+            sender_id = _id(request.sender.lstrip("@"))
+            if sender_id is None:
                 raise InvalidArgument(
                     f"--sender {request.sender!r} is not a numeric sender id",
                     hint="use the sender id shown in search results",
                     metadata={"field": "sender"},
                 )
-            return ingest_pb.TagTarget(account=account, kind="sender", sender_id=int(sender))
+            return ingest_pb.TagTarget(account=account, kind="sender", sender_id=sender_id)
         chat_spec, sep, msg = request.message.rpartition("/")
-        if not sep or not msg.isdigit() or not chat_spec:
+        msg_id = _id(msg)
+        if not sep or msg_id is None or not chat_spec:
             raise InvalidArgument(
                 f"--message {request.message!r} is not CHAT/MSG",
                 hint="e.g. --message -1001234567890/42",
                 metadata={"field": "message"},
             )
         chat_id = await self._chat_id(account, chat_spec)
-        return ingest_pb.TagTarget(
-            account=account, kind="message", chat_id=chat_id, msg_id=int(msg)
-        )
+        return ingest_pb.TagTarget(account=account, kind="message", chat_id=chat_id, msg_id=msg_id)
 
     async def Tags(self, request: pb.TagsRequest, context: Ctx) -> pb.TagsResponse:
         account = self._account(request.account)

@@ -165,7 +165,7 @@ def _timezone(name: str | None) -> tuple[ZoneInfo, str]:
         raise InvalidValue(
             f"invalid value for timezone: {exc}",
             hint="use an IANA name such as Europe/Madrid",
-            metadata={"timezone": str(name)},
+            metadata={"field": "timezone", "timezone": str(name)},
         ) from exc
 
 
@@ -400,6 +400,7 @@ def _bad_token(reason: str) -> InvalidValue:
     return InvalidValue(
         f"invalid value for page token: {reason}",
         hint="pass the next_page_token of the previous page of the same query unchanged",
+        metadata={"field": "page_token"},
     )
 
 
@@ -553,11 +554,13 @@ def _check_request(request: SearchRequest) -> None:
         raise InvalidValue(
             f"invalid value for limit: {request.limit} is outside 1..{MAX_LIMIT}",
             hint=f"ask for at most {MAX_LIMIT} hits per page and use the page token",
+            metadata={"field": "limit"},
         )
     if not 0 <= request.context <= MAX_CONTEXT:
         raise InvalidValue(
             f"invalid value for context: {request.context} is outside 0..{MAX_CONTEXT}",
             hint=f"ask for at most {MAX_CONTEXT} neighbours on each side",
+            metadata={"field": "context"},
         )
 
 

@@ -106,6 +106,7 @@ def stats(
         raise InvalidValue(
             f"invalid value for by: {by!r} is not one of " + ", ".join(GROUPINGS),
             hint="count by chat, sender, day or hour",
+            metadata={"field": "by"},
             candidates=list(GROUPINGS),
         )
     if timezone is not None:

@@ -1,0 +1,176 @@
+"""Embedding throughput: the embed service over gRPC against direct sentence-transformers calls.
+
+The packaged all-MiniLM-L6-v2 (the only real model on the build machine) embeds a sample of
+unit-like texts (several generated messages rendered as unitize renders a window). The direct
+reference is ``SentenceTransformer.encode`` in this process, fp32 and bf16 (with the smallest
+cosine between the two); the service is built in this process by ``chatseek_embed.server`` and
+called over loopback gRPC in batches of 32 (the vector worker's batch), so its overhead is
+serialisation, gRPC and the service's own batching. The service picks its precision itself
+(``auto``); its overhead is taken against direct calls of the same precision on the same
+32-text requests, and split into gRPC (service against its embedder called in-process) and the
+embedder's own batching (that embedder against direct calls). Every variant runs once per round,
+rounds interleave them, and the best round of each is kept, which damps a noisy machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.measure import ratio
+
+__all__ = ["TEXTS", "embedding_section"]
+
+TEXTS = 128
+BATCH = 32
+ROUNDS = 3
+LINES_PER_UNIT = (3, 12)
+START_UNIX = 1_704_067_200
+
+
+def unit_texts(count: int, seed: int = 23) -> list[str]:
+    """Texts shaped like window units: ``[date] Name: message`` lines."""
+    from bench.generate import NAMES, message_texts
+
+    rng = random.Random(seed)
+    lines = iter(message_texts(count * LINES_PER_UNIT[1], seed))
+    out = []
+    now = START_UNIX
+    for _ in range(count):
+        rows = []
+        for _ in range(rng.randint(*LINES_PER_UNIT)):
+            now += rng.randint(5, 600)
+            stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(now))
+            rows.append(f"[{stamp}] {rng.choice(NAMES)}: {next(lines)}")
+        out.append("\n".join(rows))
+    return out
+
+
+def _keep(best: dict[str, float], name: str, took: float) -> None:
+    best[name] = min(best.get(name, took), took)
+
+
+async def _measure(
+    texts: list[str], model_path: str, progress: Callable[[str], None]
+) -> dict[str, Any]:
+    """Rounds of direct fp32, direct bf16 and the service, interleaved; best round of each."""
+    import grpc
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from chatseek.embed.v1 import embed_service_pb2 as pb
+    from chatseek.embed.v1 import embed_service_pb2_grpc
+    from chatseek_core.testing import serving, temp_settings
+    from chatseek_embed import server
+
+    models: dict[str, Any] = {"fp32": SentenceTransformer(model_path, device="cpu")}
+    errors: dict[str, str] = {}
+    try:
+        models["bf16"] = SentenceTransformer(
+            model_path, device="cpu", model_kwargs={"torch_dtype": torch.bfloat16}
+        )
+    except Exception as exc:  # noqa: BLE001 - bf16 unsupported on this CPU: say so
+        errors["bf16_error"] = str(exc)[:200]
+    best: dict[str, float] = {}
+    vectors: dict[str, np.ndarray] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = temp_settings(
+            Path(tmp),
+            "embed",
+            {
+                "CHATSEEK_FAKE_MODELS": "0",
+                "CHATSEEK_EMBED_BACKEND": "local",
+                "CHATSEEK_EMBED_MODEL": model_path,
+                "CHATSEEK_RERANK_MODEL": "",
+            },
+        )
+        deps = server.load_models(settings)
+        precision = str(getattr(getattr(deps.embedder, "precision", None), "resolved", "?"))
+        async with serving(server.create_server(settings, deps)) as addr:
+            async with grpc.aio.insecure_channel(addr) as channel:
+                stub = embed_service_pb2_grpc.EmbedServiceStub(channel)
+                await stub.Embed(pb.EmbedRequest(texts=texts[:8], role=pb.ROLE_PASSAGE))
+                for model in models.values():
+                    model.encode(texts[:8])
+                chunks = [texts[i : i + BATCH] for i in range(0, len(texts), BATCH)]
+                same = models.get(precision, models["fp32"])
+                local = deps.embedder
+                for round_no in range(ROUNDS):
+                    for name, model in models.items():
+                        started = time.perf_counter()
+                        vectors[name] = np.asarray(
+                            model.encode(texts, batch_size=BATCH, normalize_embeddings=True),
+                            dtype=np.float32,
+                        )
+                        _keep(best, name, time.perf_counter() - started)
+                    started = time.perf_counter()
+                    for chunk in chunks:
+                        same.encode(chunk, batch_size=BATCH, normalize_embeddings=True)
+                    _keep(best, "direct_chunks", time.perf_counter() - started)
+                    started = time.perf_counter()
+                    for chunk in chunks:
+                        local.embed(chunk, role="passage")
+                    _keep(best, "embedder_in_process", time.perf_counter() - started)
+                    started = time.perf_counter()
+                    for chunk in chunks:
+                        await stub.Embed(
+                            pb.EmbedRequest(texts=chunk, role=pb.ROLE_PASSAGE), timeout=600
+                        )
+                    _keep(best, "service", time.perf_counter() - started)
+                    progress(
+                        f"embed: round {round_no + 1}/{ROUNDS} best so far "
+                        + ", ".join(f"{k} {v:.2f}s" for k, v in best.items())
+                    )
+    return {"best": best, "vectors": vectors, "precision": precision, **errors}
+
+
+def embedding_section(progress: Callable[[str], None]) -> dict[str, Any]:
+    """Texts/s over gRPC and direct (fp32, bf16), their ratio, and bf16 agreement."""
+    import torch
+
+    from chatseek_embed.registry import packaged_minilm_path
+
+    texts = unit_texts(TEXTS)
+    out: dict[str, Any] = {
+        "model": "all-MiniLM-L6-v2 (packaged)",
+        "texts": len(texts),
+        "mean_chars": round(float(np.mean([len(t) for t in texts]))),
+        "torch_threads": torch.get_num_threads(),
+        "rounds": ROUNDS,
+    }
+    measured = asyncio.run(_measure(texts, str(packaged_minilm_path()), progress))
+    best, vectors, precision = measured["best"], measured["vectors"], measured["precision"]
+    if "bf16_error" in measured:
+        out["bf16_error"] = measured["bf16_error"]
+    out["direct_fp32_per_s"] = round(len(texts) / best["fp32"], 1)
+    if "bf16" in best:
+        out["direct_bf16_per_s"] = round(len(texts) / best["bf16"], 1)
+        out["bf16_speedup_over_fp32"] = ratio(best["fp32"], best["bf16"], 2)
+        cosines = np.sum(vectors["fp32"] * vectors["bf16"], axis=1)
+        out["bf16_min_cosine_vs_fp32"] = round(float(np.min(cosines)), 6)
+    out["service_precision"] = precision
+    n = len(texts)
+    out["service_per_s"] = round(n / best["service"], 1)
+    out["embedder_in_process_per_s"] = round(n / best["embedder_in_process"], 1)
+    out["direct_chunks_per_s"] = round(n / best["direct_chunks"], 1)
+    reference = precision if precision in best else "fp32"
+    out["service_reference"] = f"direct {reference}, the same {BATCH}-text requests"
+    out["service_over_direct"] = ratio(best["service"], best["direct_chunks"], 3)
+    out["service_overhead_pct"] = round((best["service"] / best["direct_chunks"] - 1) * 100, 1)
+    out["service_over_direct_whole_list"] = ratio(best["service"], best[reference], 3)
+    out["service_over_embedder_in_process"] = ratio(best["service"], best["embedder_in_process"], 3)
+    out["embedder_over_direct_chunks"] = ratio(
+        best["embedder_in_process"], best["direct_chunks"], 3
+    )
+    progress(
+        f"embed: service {out['service_per_s']}/s ({precision}),"
+        f" overhead {out['service_overhead_pct']}% against {out['service_reference']}"
+    )
+    return out

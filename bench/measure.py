@@ -1,0 +1,97 @@
+"""Timing and memory helpers shared by the benchmark sections.
+
+Every latency is summarised as p50/p95/p99 in milliseconds with its sample count; every ratio
+is ``figure / reference`` of two numbers measured in the same run, rounded for reading. Nothing
+here judges a number: targets live in ``bench.report``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "cpu_count",
+    "latency",
+    "peak_rss_mib",
+    "percentile",
+    "ratio",
+    "run_wall",
+    "timed",
+    "timings",
+]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values`` by nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def latency(seconds: Sequence[float]) -> dict[str, float]:
+    """``{p50_ms, p95_ms, p99_ms, n}`` of durations given in seconds."""
+    ms = [v * 1000 for v in seconds]
+    return {
+        "p50_ms": round(percentile(ms, 0.5), 3),
+        "p95_ms": round(percentile(ms, 0.95), 3),
+        "p99_ms": round(percentile(ms, 0.99), 3),
+        "n": len(ms),
+    }
+
+
+def timings(fn: Callable[[int], Any], runs: int) -> list[float]:
+    """Seconds of ``runs`` calls of ``fn(i)``."""
+    out = []
+    for i in range(runs):
+        started = time.perf_counter()
+        fn(i)
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """``(seconds, result)`` of one call."""
+    started = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - started, result
+
+
+def ratio(figure: float, reference: float, digits: int = 3) -> float | None:
+    """``figure / reference``, or None when the reference is zero or missing."""
+    if not reference:
+        return None
+    return round(figure / reference, digits)
+
+
+def peak_rss_mib(pid: int) -> float:
+    """A process's peak resident set (``VmHWM``) in MiB; 0 when it cannot be read."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return 0.0
+    return 0.0
+
+
+def run_wall(argv: Sequence[str], env: Mapping[str, str], timeout_s: float = 120.0) -> float:
+    """Wall seconds of one process run to completion (start-up included); raises on failure."""
+    started = time.perf_counter()
+    proc = subprocess.run(
+        list(argv), env=dict(env), capture_output=True, timeout=timeout_s, check=False
+    )
+    took = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(argv[:6])} exited {proc.returncode}: {proc.stderr.decode()[-400:]}"
+        )
+    return took
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

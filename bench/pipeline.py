@@ -1,0 +1,336 @@
+"""A generated archive through a private local stack, one stage at a time, then its queries.
+
+Services start in pipeline order and each stage runs alone on the machine: ingest and gateway
+for the import (``chatseek import`` as a process), then unitize until its feed is consumed,
+then lexical until the word indexes are complete, then embed (fake embedder) and vector until
+nothing is pending, then fusion for the queries (``bench.queries``). Each stage's seconds run
+from its service answering SERVING (probed every ``START_POLL_S``) to its status saying done
+(polled every ``POLL_S``), so small archives carry up to that much error; start-up (spawn to
+SERVING) is reported apart.
+
+References measured in the same run: the import against ingest's streaming export reader alone
+(parse, no store); the word index against a plain FTS5 (unicode61) table built in memory over
+the same message texts; the vector stage against the fake embedder called in-process on the
+same unit texts. Peak RSS is each process's ``VmHWM``; the import's is read before any other
+service starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from bench.measure import peak_rss_mib, ratio, timed
+
+__all__ = ["SCALES", "pipeline_section"]
+
+SCALES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
+STAGE_TIMEOUT_S = 6 * 3600.0
+UP_TIMEOUT_S = 180.0
+POLL_S = 0.25
+START_POLL_S = 0.05
+STOP_GRACE_S = 15.0
+STAGES = (
+    ("import", ("ingest", "gateway")),
+    ("unitize", ("unitize",)),
+    ("lexical", ("lexical",)),
+    ("vector", ("embed", "vector")),
+    ("queries", ("fusion",)),
+)
+
+
+class _Stack:
+    """Service processes this benchmark started, by name; only these are ever stopped."""
+
+    def __init__(self, env: dict[str, str], settings: Any) -> None:
+        self.env = env
+        self.settings = settings
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, names: tuple[str, ...]) -> tuple[float, float]:
+        """Start ``names``, wait until each is SERVING; returns (spawned, all SERVING) clocks."""
+        from chatseek_core.probe import check
+
+        spawned = time.perf_counter()
+        for name in names:
+            env = dict(self.env)
+            env["CHATSEEK_LISTEN"] = self.settings.addr(name)
+            out = open(self.settings.run_dir / f"{name}.out", "ab")  # noqa: SIM115 - child's
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", f"chatseek_{name}"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=str(self.settings.home),
+            )
+            out.close()
+        deadline = time.monotonic() + UP_TIMEOUT_S
+        pending = set(names)
+        while pending:
+            for name in sorted(pending):
+                if self.procs[name].poll() is not None:
+                    raise RuntimeError(
+                        f"{name} exited with {self.procs[name].returncode};"
+                        f" see {self.settings.run_dir / (name + '.out')}"
+                    )
+                if check(self.settings.addr(name), timeout=1.0) == "SERVING":
+                    pending.discard(name)
+            if pending and time.monotonic() > deadline:
+                raise RuntimeError(f"not SERVING after {UP_TIMEOUT_S:.0f}s: {sorted(pending)}")
+            if pending:
+                time.sleep(START_POLL_S)
+        return spawned, time.perf_counter()
+
+    def rss(self) -> dict[str, float]:
+        return {name: peak_rss_mib(proc.pid) for name, proc in self.procs.items()}
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=STOP_GRACE_S)
+
+
+def _env(home: Path) -> dict[str, str]:
+    from chatseek_core.settings import SERVICES
+    from eval.run import _free_ports  # noqa: PLC2701 - one helper, not worth a module
+
+    env = dict(os.environ)
+    env.update(
+        {
+            "CHATSEEK_HOME": str(home),
+            "CHATSEEK_DATA_DIR": str(home / "data"),
+            "CHATSEEK_LOG_DIR": str(home / "logs"),
+            "CHATSEEK_LOG_FORMAT": "text",
+            "CHATSEEK_FAKE_MODELS": "1",
+            "CHATSEEK_POLL_INTERVAL_S": "0.5",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    for name, port in zip(SERVICES, _free_ports(len(SERVICES)), strict=True):
+        env[f"CHATSEEK_{name.upper()}_ADDR"] = f"127.0.0.1:{port}"
+    return env
+
+
+def _status(settings: Any, name: str) -> dict[str, Any]:
+    import importlib
+
+    from google.protobuf.json_format import MessageToDict
+
+    from chatseek_core.client import sync_channel
+
+    pb = importlib.import_module(f"chatseek.{name}.v1.{name}_service_pb2")
+    grpc_mod = importlib.import_module(f"chatseek.{name}.v1.{name}_service_pb2_grpc")
+    channel = sync_channel(settings.addr(name))
+    try:
+        stub = getattr(grpc_mod, f"{name.capitalize()}ServiceStub")(channel)
+        reply = stub.GetStatus(pb.GetStatusRequest(), timeout=30)
+        doc: dict[str, Any] = MessageToDict(reply.status, preserving_proto_field_name=True)
+        return doc
+    finally:
+        channel.close()
+
+
+def _done(settings: Any, stage: str) -> bool:
+    status = _status(settings, stage)
+    lag = {k: int(v) for k, v in status.get("feed_lag", {}).items()}
+    details = status.get("details", {})
+    if stage == "unitize":
+        return bool(lag) and not any(lag.values())
+    if stage == "lexical":
+        return bool(details.get("words_ready"))
+    return bool(details.get("model")) and not any(lag.values()) and not details.get("pending")
+
+
+def _settle(settings: Any, stage: str, since: float) -> float:
+    deadline = time.monotonic() + STAGE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if _done(settings, stage):
+            return time.perf_counter() - since
+        time.sleep(POLL_S)
+    raise RuntimeError(f"{stage} did not finish within {STAGE_TIMEOUT_S:.0f}s")
+
+
+def _count(path: Path, sql: str) -> int:
+    from chatseek_core import db
+
+    conn = db.connect(path, readonly=True)
+    try:
+        return int(conn.execute(sql).fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _parse_only(export: Path) -> tuple[float, int]:
+    from chatseek_ingest.export import iter_export, open_export
+    from chatseek_ingest.model import ExportMessage
+
+    def run() -> int:
+        return sum(1 for r in iter_export(open_export(export)) if isinstance(r, ExportMessage))
+
+    took, count = timed(run)
+    return took, int(count)
+
+
+def _fts_reference(ingest_db: Path) -> tuple[float, int]:
+    """Seconds to build a plain FTS5 table over every message text, in memory."""
+    from chatseek_core import db
+
+    src = db.connect(ingest_db, readonly=True)
+    texts = [(r[0],) for r in src.execute("SELECT text FROM messages")]
+    src.close()
+    mem = db.connect(":memory:")
+    mem.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize='unicode61')")
+
+    def build() -> None:
+        mem.execute("BEGIN")
+        mem.executemany("INSERT INTO t (text) VALUES (?)", texts)
+        mem.execute("COMMIT")
+
+    took, _ = timed(build)
+    mem.close()
+    return took, len(texts)
+
+
+def _fake_embed_reference(unitize_db: Path) -> tuple[float, int]:
+    from chatseek_core import db
+    from chatseek_core.fakes import MAX_TEXTS, FakeEmbedder
+
+    src = db.connect(unitize_db, readonly=True)
+    texts = [str(r[0]) for r in src.execute("SELECT text FROM units WHERE text != ''")]
+    src.close()
+    fake = FakeEmbedder()
+
+    def run() -> None:
+        for i in range(0, len(texts), MAX_TEXTS):
+            fake.embed(texts[i : i + MAX_TEXTS], role="passage")
+
+    took, _ = timed(run)
+    return took, len(texts)
+
+
+def _sizes(data: Path) -> dict[str, float]:
+    out = {}
+    for path in sorted(data.glob("*.db")):
+        size = path.stat().st_size
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists():
+            size += wal.stat().st_size
+        out[path.name] = round(size / 2**20, 2)
+    return out
+
+
+def pipeline_section(
+    scale: str,
+    progress: Callable[[str], None],
+    references: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Stage throughput, peak RSS, database sizes and query latencies at ``scale``."""
+    from bench.generate import generate
+    from bench.queries import queries_section
+    from chatseek_core.settings import load_settings
+
+    n = SCALES[scale]
+    out: dict[str, Any] = {"messages_requested": n}
+    with tempfile.TemporaryDirectory(prefix="chatseek-bench-") as tmp:
+        home = Path(tmp) / "home"
+        export = Path(tmp) / "export"
+        gen_s, counts = timed(lambda: generate(export / "result.json", n))
+        size_mib = (export / "result.json").stat().st_size / 2**20
+        out["generate"] = {
+            "seconds": round(gen_s, 2),
+            "msgs_per_s": round(sum(counts.values()) / gen_s),
+            "export_mib": round(size_mib, 1),
+            "chats": counts,
+        }
+        progress(f"pipeline {scale}: generated {sum(counts.values())} messages in {gen_s:.1f} s")
+        env = _env(home)
+        settings = load_settings(env=env)
+        for folder in (settings.run_dir, settings.log_dir, settings.data_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        stack = _Stack(env, settings)
+        try:
+            stack.start(STAGES[0][1])
+            took, proc = timed(
+                lambda: subprocess.run(
+                    [sys.executable, "-m", "chatseek_gateway.cli", "import", str(export), "--json"],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=STAGE_TIMEOUT_S,
+                    check=True,
+                )
+            )
+            report = json.loads(proc.stdout)
+            stored = int(report["messages_imported"])
+            parse_s, parsed = _parse_only(export)
+            out["messages"] = stored
+            out["import"] = {
+                "seconds": round(took, 2),
+                "msgs_per_s": round(stored / took),
+                "peak_rss_mib": stack.rss(),
+                "reference_parse_only_s": round(parse_s, 2),
+                "reference_parse_only_msgs_per_s": round(parsed / parse_s),
+                "over_parse_only": ratio(took, parse_s, 2),
+            }
+            progress(f"pipeline {scale}: import {out['import']}")
+            data = settings.data_dir
+            for stage, names in STAGES[1:4]:
+                spawned, ready = stack.start(names)
+                seconds = _settle(settings, stage, ready)
+                out[stage] = {
+                    "seconds": round(seconds, 2),
+                    "msgs_per_s": round(stored / seconds),
+                    "startup_s": round(ready - spawned, 2),
+                }
+                progress(f"pipeline {scale}: {stage} {out[stage]}")
+            units = _count(data / "unitize.db", "SELECT COUNT(*) FROM units")
+            out["units"] = units
+            out["unitize"]["units_per_s"] = round(units / out["unitize"]["seconds"])
+            fts_s, fts_n = _fts_reference(data / "ingest.db")
+            out["lexical"]["reference_plain_fts5_s"] = round(fts_s, 2)
+            out["lexical"]["reference_plain_fts5_msgs_per_s"] = round(fts_n / fts_s)
+            out["lexical"]["over_plain_fts5"] = ratio(out["lexical"]["seconds"], fts_s, 2)
+            embedded = _count(data / "vector.db", "SELECT COUNT(*) FROM embedded_units")
+            fake_s, fake_n = _fake_embed_reference(data / "unitize.db")
+            out["vector"].update(
+                {
+                    "units_embedded": embedded,
+                    "units_per_s": round(embedded / out["vector"]["seconds"]),
+                    "reference_fake_embed_units_per_s": round(fake_n / fake_s),
+                    "over_fake_embed": ratio(
+                        out["vector"]["seconds"], fake_s * embedded / fake_n, 2
+                    ),
+                }
+            )
+            if references and references.get("full_cut_msgs_per_s"):
+                in_process = float(references["full_cut_msgs_per_s"])
+                out["unitize"]["reference_in_process_full_cut_msgs_per_s"] = in_process
+                out["unitize"]["in_process_over_service"] = ratio(
+                    in_process, out["unitize"]["msgs_per_s"], 2
+                )
+            stack.start(STAGES[4][1])
+            out["queries"] = queries_section(settings, env, progress)
+            out["peak_rss_mib"] = stack.rss()
+            out["db_mib"] = _sizes(data)
+        finally:
+            stack.stop()
+    return out

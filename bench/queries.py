@@ -1,0 +1,324 @@
+"""Warm query latencies on a settled stack, each beside its in-process reference.
+
+Ranked search (lexical, dense, hybrid without and with rerank): the gateway's ``Search`` RPC,
+the ``chatseek search`` process (wall time, start-up included), and ``chatseek_fusion.hybrid
+.search`` called in this process with the same lists computed in-process (lexical ``ranked``,
+``chatseek_vector.knn`` with the fake embedder, the fake reranker) — so ``grpc / in-process``
+is what the RPC hops cost. Strict search (two-word AND, phrase, field-filtered date range,
+prefix wildcard): ``chatseek_lexical.query.search`` in-process on the same lexical.db (inside
+the service), the lexical service's RPC, the gateway's RPC and ``chatseek messages search``.
+The CLI's floor is ``chatseek --help`` (interpreter and imports, no RPC).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from bench.measure import latency, ratio, run_wall, timings
+
+__all__ = ["RANKED", "STRICT", "queries_section"]
+
+RUNS = 100
+CLI_RUNS = 20
+WARM = 3
+LIMIT = 20
+TIMEZONE = "UTC"
+RANKED = (
+    "аренда квартиры залог",
+    "bank account fee",
+    "виза документы консульство",
+    "cheap flight ticket",
+    "сантехник ремонт",
+    "internet router plan",
+    "врач страховка",
+    "moving district market",
+)
+STRICT: dict[str, tuple[str, ...]] = {
+    "and_two_words": ("квартира AND залог", "flat AND deposit", "банк AND карта", "rent AND fee"),
+    "phrase": ('"квартира аренда"', '"flat rent"', '"аренда залог"', '"rent deposit"'),
+    "field_date_range": (
+        "from:Anna AND date:[2024-01-01 TO 2024-01-31]",
+        "from:Boris AND date:[2024-01-10 TO 2024-02-10]",
+        'chat:"Bench Forum" AND date:[2024-01-01 TO 2024-01-20]',
+        "from:Clara AND date:[2024-01-05 TO 2024-02-05]",
+    ),
+    "prefix_wildcard": ("банк*", "rent*", "докум*", "insur*"),
+}
+MODES = (("lexical", False), ("dense", False), ("hybrid", False), ("hybrid", True))
+
+
+def _kind(mode: str, rerank: bool) -> str:
+    return f"{mode}_rerank" if rerank else mode
+
+
+class _LocalSignals:
+    """``hybrid.Signals`` computed in this process, as the services compute them."""
+
+    def __init__(self, lexical: Any, vector: Any, space: Any) -> None:
+        from chatseek_core.fakes import FakeEmbedder, FakeReranker
+
+        self.lexical = lexical
+        self.vector = vector
+        self.space = space
+        self.embedder = FakeEmbedder()
+        self.reranker = FakeReranker()
+
+    def _filter(self, flt: Any) -> dict[str, Any]:
+        return {
+            "account_scope": list(flt.accounts) or None,
+            "chat_ids": list(flt.chat_ids) or None,
+            "since": flt.since or None,
+            "until": flt.until or None,
+        }
+
+    async def words(self, query: str, flt: Any, limit: int) -> list[tuple[int, float, int]]:
+        from chatseek_lexical import ranked, readiness
+
+        found = ranked.unit_list(
+            self.lexical, query, kinds=list(flt.kinds) or None, limit=limit, **self._filter(flt)
+        )
+        readiness.words_ready(self.lexical)
+        return [(u, s, 0) for u, s in found]
+
+    async def messages(self, query: str, flt: Any, limit: int) -> list[tuple[int, float, int]]:
+        from chatseek_lexical import ranked, readiness
+
+        found = ranked.message_list(
+            self.lexical, query, kinds=list(flt.kinds) or None, limit=limit, **self._filter(flt)
+        )
+        readiness.words_ready(self.lexical)
+        return list(found)
+
+    async def meaning(self, query: str, flt: Any, limit: int) -> Any:
+        from chatseek_fusion.hybrid import Neighbours
+        from chatseek_vector import index, knn
+
+        vector = self.embedder.embed([query], role="query")[0]
+        found = knn.knn(
+            self.vector,
+            self.space,
+            vector,
+            knn.KnnFilter(
+                accounts=tuple(flt.accounts),
+                chat_ids=tuple(flt.chat_ids),
+                since=flt.since,
+                until=flt.until,
+                kinds=tuple(flt.kinds),
+            ),
+            limit,
+        )
+        index.pending_count(self.vector)
+        return Neighbours(units=[(u, c) for u, c, _ in found])
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        return self.reranker.rerank(query, list(texts))
+
+
+def _in_process(settings: Any) -> tuple[Callable[[str, str, bool], Any], Callable[[], None]]:
+    """A function running one hybrid search in-process, and a closer."""
+    from chatseek.ingest.v1 import ingest_service_pb2_grpc
+    from chatseek_core import config as config_file
+    from chatseek_core import db
+    from chatseek_core.client import aio_channel
+    from chatseek_fusion import hybrid
+    from chatseek_fusion.scope import resolve_scope
+    from chatseek_vector import spaces
+
+    data = {name: settings.db_path(name) for name in ("ingest", "unitize", "lexical", "vector")}
+    fusion = db.connect(":memory:")
+    for name in ("ingest", "unitize", "lexical"):
+        db.attach_readonly(fusion, data[name], name)
+    lexical = db.connect(data["lexical"], readonly=True)
+    db.attach_readonly(lexical, data["unitize"], "unitize")
+    db.attach_readonly(lexical, data["ingest"], "ingest")
+    vector = db.connect(data["vector"], readonly=True, vec=True)
+    db.attach_readonly(vector, data["unitize"], "unitize")
+    space = spaces.current_space(vector)
+    signals = _LocalSignals(lexical, vector, space)
+    config = config_file.load(settings.config_path).search
+    loop = asyncio.new_event_loop()
+
+    async def scope() -> Any:
+        channel = aio_channel(settings.addr("ingest"))
+        try:
+            flt, _ = await resolve_scope(
+                ingest_service_pb2_grpc.IngestServiceStub(channel),
+                chats=[],
+                source="telegram",
+                account="",
+                default_account=settings.account,
+                since=0,
+                until=0,
+                kinds=list(hybrid.DEFAULT_KINDS),
+            )
+            return flt
+        finally:
+            await channel.close()
+
+    flt = loop.run_until_complete(scope())
+
+    def run(query: str, mode: str, rerank: bool) -> Any:
+        params = hybrid.SearchParams(query=query, flt=flt, mode=mode, k=10, rerank=rerank)
+        return loop.run_until_complete(hybrid.search(fusion, signals, params, config))
+
+    def close() -> None:
+        loop.close()
+        for conn in (fusion, lexical, vector):
+            conn.close()
+
+    return run, close
+
+
+def _ranked(settings: Any, env: Mapping[str, str], progress: Callable[[str], None]) -> Any:
+    from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek.gateway.v1 import gateway_service_pb2_grpc
+    from chatseek_core.client import sync_channel
+
+    channel = sync_channel(settings.addr("gateway"))
+    stub = gateway_service_pb2_grpc.GatewayServiceStub(channel)
+    run, close = _in_process(settings)
+    out: dict[str, Any] = {}
+    try:
+        for mode, rerank in MODES:
+            kind = _kind(mode, rerank)
+
+            def grpc_call(i: int, mode: str = mode, rerank: bool = rerank) -> None:
+                q = RANKED[i % len(RANKED)]
+                stub.Search(pb.SearchRequest(query=q, mode=mode, k=10, rerank=rerank), timeout=60)
+
+            def local(i: int, mode: str = mode, rerank: bool = rerank) -> None:
+                run(RANKED[i % len(RANKED)], mode, rerank)
+
+            timings(grpc_call, WARM)
+            timings(local, WARM)
+            entry: dict[str, Any] = {
+                "grpc": latency(timings(grpc_call, RUNS)),
+                "in_process": latency(timings(local, RUNS)),
+            }
+            argv = [sys.executable, "-m", "chatseek_gateway.cli", "search", "--mode", mode]
+            argv += ["--rerank" if rerank else "--no-rerank", "--json", "--"]
+            entry["cli_wall"] = latency(
+                [run_wall([*argv, RANKED[i % len(RANKED)]], env) for i in range(CLI_RUNS)]
+            )
+            grpc_p50 = entry["grpc"]["p50_ms"]
+            local_p50 = entry["in_process"]["p50_ms"]
+            entry["grpc_over_in_process"] = ratio(grpc_p50, local_p50)
+            entry["grpc_overhead_pct"] = round((grpc_p50 / local_p50 - 1) * 100, 1)
+            entry["cli_over_grpc"] = ratio(entry["cli_wall"]["p50_ms"], grpc_p50, 2)
+            hits = run(RANKED[0], mode, rerank)
+            entry["hits_first_query"] = len(hits.get("hits", []))
+            out[kind] = entry
+            progress(
+                f"queries {kind}: grpc p50 {grpc_p50} ms, in-process {local_p50} ms,"
+                f" cli {entry['cli_wall']['p50_ms']} ms"
+            )
+    finally:
+        close()
+        channel.close()
+    return out
+
+
+def _strict(settings: Any, env: Mapping[str, str], progress: Callable[[str], None]) -> Any:
+    from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek.gateway.v1 import gateway_service_pb2_grpc
+    from chatseek.lexical.v1 import lexical_service_pb2 as lpb
+    from chatseek.lexical.v1 import lexical_service_pb2_grpc
+    from chatseek_core import db
+    from chatseek_core.client import sync_channel
+    from chatseek_lexical import readiness
+    from chatseek_lexical.query import SearchRequest, search
+
+    conn = db.connect(settings.db_path("lexical"), readonly=True)
+    db.attach_readonly(conn, settings.db_path("ingest"), "ingest")
+    db.attach_readonly(conn, settings.db_path("unitize"), "unitize")
+    gw_channel = sync_channel(settings.addr("gateway"))
+    lx_channel = sync_channel(settings.addr("lexical"))
+    gateway = gateway_service_pb2_grpc.GatewayServiceStub(gw_channel)
+    lexical = lexical_service_pb2_grpc.LexicalServiceStub(lx_channel)
+    out: dict[str, Any] = {}
+    try:
+        for kind, queries in STRICT.items():
+
+            def in_service(i: int, queries: tuple[str, ...] = queries) -> Any:
+                return search(
+                    conn,
+                    SearchRequest(
+                        query=queries[i % len(queries)],
+                        account=settings.account,
+                        source="active",
+                        timezone=TIMEZONE,
+                        limit=LIMIT,
+                        words_ready=readiness.messages_ready(conn),
+                    ),
+                )
+
+            def via_lexical(i: int, queries: tuple[str, ...] = queries) -> None:
+                lexical.SearchMessages(
+                    lpb.SearchMessagesRequest(
+                        query=queries[i % len(queries)],
+                        source="telegram",
+                        timezone=TIMEZONE,
+                        limit=LIMIT,
+                    ),
+                    timeout=60,
+                )
+
+            def via_gateway(i: int, queries: tuple[str, ...] = queries) -> None:
+                gateway.SearchMessages(
+                    pb.SearchMessagesRequest(
+                        query=queries[i % len(queries)],
+                        source="telegram",
+                        timezone=TIMEZONE,
+                        limit=LIMIT,
+                    ),
+                    timeout=60,
+                )
+
+            for fn in (in_service, via_lexical, via_gateway):
+                timings(fn, WARM)
+            entry: dict[str, Any] = {
+                "queries": list(queries),
+                "in_service": latency(timings(in_service, RUNS)),
+                "lexical_grpc": latency(timings(via_lexical, RUNS)),
+                "grpc": latency(timings(via_gateway, RUNS)),
+            }
+            argv = [sys.executable, "-m", "chatseek_gateway.cli", "messages", "search"]
+            argv += ["--timezone", TIMEZONE, "--limit", str(LIMIT), "--json", "--"]
+            entry["cli_wall"] = latency(
+                [run_wall([*argv, queries[i % len(queries)]], env) for i in range(CLI_RUNS)]
+            )
+            envelope = in_service(0).to_json()
+            entry["hits_first_query"] = len(envelope.get("items", []))
+            entry["grpc_over_in_service"] = ratio(
+                entry["grpc"]["p50_ms"], entry["in_service"]["p50_ms"]
+            )
+            entry["cli_over_grpc"] = ratio(entry["cli_wall"]["p50_ms"], entry["grpc"]["p50_ms"], 2)
+            out[kind] = entry
+            progress(
+                f"queries strict {kind}: in-service p50 {entry['in_service']['p50_ms']} ms,"
+                f" grpc {entry['grpc']['p50_ms']} ms, cli {entry['cli_wall']['p50_ms']} ms,"
+                f" {entry['hits_first_query']} hits"
+            )
+    finally:
+        conn.close()
+        gw_channel.close()
+        lx_channel.close()
+    return out
+
+
+def queries_section(
+    settings: Any, env: Mapping[str, str], progress: Callable[[str], None]
+) -> dict[str, Any]:
+    """Ranked and strict query latencies through gRPC, the CLI and in-process."""
+    floor = [
+        run_wall([sys.executable, "-m", "chatseek_gateway.cli", "--help"], env)
+        for _ in range(CLI_RUNS // 2)
+    ]
+    return {
+        "cli_floor_help": latency(floor),
+        "ranked": _ranked(settings, env, progress),
+        "strict": _strict(settings, env, progress),
+    }

@@ -1,0 +1,700 @@
+"""The Markdown report and PNG charts of one benchmark run, with every target judged.
+
+A target is judged at the scale it names (1M messages, 1M vectors, a 100k-message chat). When
+that scale did not run, the largest measured one is shown as *indicative* and the target is
+reported as not measured rather than met. Every timing row shows its in-run reference and the
+ratio between them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["charts", "markdown", "targets"]
+
+BENCH_BUDGET_S = 20 * 60
+STRICT_KINDS = ("and_two_words", "phrase", "field_date_range", "prefix_wildcard")
+RANKED_KINDS = ("lexical", "dense", "hybrid", "hybrid_rerank")
+STAGES = ("import", "unitize", "lexical", "vector")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One requirement: a number, a bound, and the scale it is stated for."""
+
+    name: str
+    bound: str
+    value: float | None
+    at: str
+    met: bool | None
+    note: str = ""
+
+
+def _get(doc: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(doc, dict) or key not in doc:
+            return None
+        doc = doc[key]
+    return doc
+
+
+def _largest(mapping: dict[str, Any] | None) -> tuple[str, Any] | tuple[None, None]:
+    if not mapping:
+        return None, None
+    key = max(mapping, key=lambda k: int(mapping[k].get("messages_requested", 0)))
+    return key, mapping[key]
+
+
+def _judge(
+    name: str,
+    bound: str,
+    value: float | None,
+    at: str,
+    wanted: bool,
+    ok: Callable[[float], bool],
+    note: str = "",
+) -> Target:
+    if value is None:
+        return Target(name, bound, None, at, None, note or "not measured in this run")
+    if not wanted:
+        return Target(
+            name, bound, value, at, None, note or "indicative: the target's scale did not run"
+        )
+    return Target(name, bound, value, at, ok(value), note)
+
+
+def targets(results: dict[str, Any]) -> list[Target]:
+    """Every requirement with its measured value and verdict."""
+    out: list[Target] = []
+    pipes: dict[str, Any] = results.get("pipeline") or {}
+    scale, pipe = _largest(pipes)
+    full = scale == "1m"
+    at = f"{scale} archive" if scale else "-"
+    if pipe is not None:
+        out.append(
+            _judge(
+                "import throughput (msgs/s)",
+                "≥ 50,000 at 1M",
+                _get(pipe, "import", "msgs_per_s"),
+                at,
+                full,
+                lambda v: v >= 50_000,
+            )
+        )
+        out.append(
+            _judge(
+                "import peak RSS, ingest (MiB)",
+                "< 400 MB at 1M",
+                _get(pipe, "import", "peak_rss_mib", "ingest"),
+                at,
+                full,
+                lambda v: v < 400 * 1e6 / 2**20,
+            )
+        )
+        out.append(
+            _judge(
+                "lexical index build (msgs/s)",
+                "≥ 50,000",
+                _get(pipe, "lexical", "msgs_per_s"),
+                at,
+                True,
+                lambda v: v >= 50_000,
+            )
+        )
+        for kind in STRICT_KINDS:
+            out.append(
+                _judge(
+                    f"strict {kind} p50 inside the service (ms)",
+                    "< 50 at 1M",
+                    _get(pipe, "queries", "strict", kind, "in_service", "p50_ms"),
+                    at,
+                    full,
+                    lambda v: v < 50,
+                )
+            )
+        hybrid = _get(pipe, "queries", "ranked", "hybrid") or {}
+        out.append(
+            _judge(
+                "hybrid gRPC overhead over in-process (%)",
+                "< 10",
+                hybrid.get("grpc_overhead_pct"),
+                at,
+                True,
+                lambda v: v < 10,
+            )
+        )
+        out.append(
+            _judge(
+                "CLI hybrid (no rerank) p50 wall (ms)",
+                "< 400",
+                _get(hybrid, "cli_wall", "p50_ms"),
+                at,
+                True,
+                lambda v: v < 400,
+            )
+        )
+    units = results.get("units") or {}
+    if units:
+        cut = units.get("full_cut") or {}
+        inc = units.get("incremental") or {}
+        out.append(
+            _judge(
+                "unitize full cut (msgs/s)",
+                "≥ 30,000 at 1M",
+                cut.get("full_cut_msgs_per_s"),
+                f"{cut.get('messages')} messages",
+                (cut.get("messages") or 0) >= 1_000_000,
+                lambda v: v >= 30_000,
+            )
+        )
+        out.append(
+            _judge(
+                "unitize one appended message, median (ms)",
+                "< 5 in a 100k chat",
+                inc.get("append_median_ms"),
+                f"{inc.get('messages')}-message chat",
+                (inc.get("messages") or 0) >= 100_000,
+                lambda v: v < 5,
+            )
+        )
+    embed = results.get("embed") or {}
+    if embed:
+        out.append(
+            _judge(
+                "embed service overhead over direct (%)",
+                "< 10",
+                embed.get("service_overhead_pct"),
+                f"{embed.get('texts')} texts",
+                True,
+                lambda v: v < 10,
+            )
+        )
+    knn = results.get("knn") or {}
+    for name in ("clustered", "gaussian"):
+        for size, entry in sorted((knn.get(name) or {}).items(), key=lambda kv: int(kv[0])):
+            judged = name == "clustered"
+            note = "" if judged else "worst case (isotropic noise): shown, not judged"
+            out.append(
+                _judge(
+                    f"KNN quantised recall@10, {name}",
+                    "≥ 0.98",
+                    entry.get("quantised_recall_at_10"),
+                    f"{int(size):,} vectors",
+                    judged,
+                    lambda v: v >= 0.98,
+                    note,
+                )
+            )
+            if int(size) >= 1_000_000:
+                out.append(
+                    _judge(
+                        f"KNN quantised p50 / numpy scan, {name}",
+                        "≤ 2 at 1M",
+                        entry.get("quantised_over_numpy"),
+                        f"{int(size):,} vectors",
+                        True,
+                        lambda v: v <= 2,
+                    )
+                )
+    if results.get("scale") == "100k" and results.get("total_s"):
+        out.append(
+            _judge(
+                "`make bench` wall time (s)",
+                "≤ 1200 at 100k",
+                results["total_s"],
+                "100k run",
+                True,
+                lambda v: v <= BENCH_BUDGET_S,
+            )
+        )
+    return out
+
+
+def _verdict(target: Target) -> str:
+    if target.met is None:
+        return "—"
+    return "met" if target.met else "**not met**"
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.3f}".rstrip("0").rstrip(".") if abs(value) < 100 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _pipeline_md(scale: str, pipe: dict[str, Any], units: dict[str, Any]) -> list[str]:
+    md = [
+        f"### Pipeline at {scale} ({_fmt(pipe.get('messages'))} messages,"
+        f" {_fmt(pipe.get('units'))} units)",
+        "",
+    ]
+    imp = pipe.get("import", {})
+    lex = pipe.get("lexical", {})
+    uni = pipe.get("unitize", {})
+    vec = pipe.get("vector", {})
+    rows = [
+        [
+            "import (CLI → gateway → ingest)",
+            imp.get("msgs_per_s"),
+            "msgs/s",
+            "ingest's export reader, parse only",
+            imp.get("reference_parse_only_msgs_per_s"),
+            imp.get("over_parse_only"),
+        ],
+        [
+            "unitize (service)",
+            uni.get("msgs_per_s"),
+            "msgs/s",
+            "in-process full cut (units section)",
+            uni.get("reference_in_process_full_cut_msgs_per_s"),
+            uni.get("in_process_over_service"),
+        ],
+        [
+            "lexical word indexes (service)",
+            lex.get("msgs_per_s"),
+            "msgs/s",
+            "plain FTS5 unicode61, in memory",
+            lex.get("reference_plain_fts5_msgs_per_s"),
+            lex.get("over_plain_fts5"),
+        ],
+        [
+            "vector, fake embedder (service)",
+            vec.get("units_per_s"),
+            "units/s",
+            "fake embedder in-process",
+            vec.get("reference_fake_embed_units_per_s"),
+            vec.get("over_fake_embed"),
+        ],
+    ]
+    md += _table(
+        [
+            "stage",
+            "throughput",
+            "unit",
+            "reference",
+            "reference throughput",
+            "time ratio (stage / reference)",
+        ],
+        rows,
+    )
+    rss = pipe.get("peak_rss_mib", {})
+    md += [
+        "Peak RSS (VmHWM, MiB): " + ", ".join(f"{k} {v}" for k, v in rss.items()),
+        f"; import stage alone: ingest {_get(imp, 'peak_rss_mib', 'ingest')},"
+        f" gateway {_get(imp, 'peak_rss_mib', 'gateway')}.",
+        "",
+    ]
+    md += [
+        "Database sizes (MiB, WAL included): "
+        + ", ".join(f"{k} {v}" for k, v in pipe.get("db_mib", {}).items()),
+        "",
+    ]
+    queries = pipe.get("queries", {})
+    ranked = queries.get("ranked", {})
+    rows = []
+    for kind in RANKED_KINDS:
+        e = ranked.get(kind)
+        if not e:
+            continue
+        rows.append(
+            [
+                kind,
+                e["grpc"]["p50_ms"],
+                e["grpc"]["p95_ms"],
+                e["grpc"]["p99_ms"],
+                e["in_process"]["p50_ms"],
+                e.get("grpc_overhead_pct"),
+                e["cli_wall"]["p50_ms"],
+                e["cli_wall"]["p95_ms"],
+                e.get("hits_first_query"),
+            ]
+        )
+    if rows:
+        md += [
+            "Ranked search (k=10; rerank uses the fake reranker; gateway `Search` RPC against"
+            " `hybrid.search` in-process with in-process lists):",
+            "",
+        ]
+        md += _table(
+            [
+                "kind",
+                "gRPC p50 ms",
+                "p95",
+                "p99",
+                "in-process p50 ms",
+                "gRPC overhead %",
+                "CLI wall p50 ms",
+                "CLI p95",
+                "hits",
+            ],
+            rows,
+        )
+    strict = queries.get("strict", {})
+    rows = []
+    for kind in STRICT_KINDS:
+        e = strict.get(kind)
+        if not e:
+            continue
+        rows.append(
+            [
+                kind,
+                e["in_service"]["p50_ms"],
+                e["in_service"]["p95_ms"],
+                e["lexical_grpc"]["p50_ms"],
+                e["grpc"]["p50_ms"],
+                e["grpc"]["p95_ms"],
+                e.get("grpc_over_in_service"),
+                e["cli_wall"]["p50_ms"],
+                e.get("hits_first_query"),
+            ]
+        )
+    if rows:
+        md += [
+            "Strict search (limit 20; `chatseek_lexical.query.search` in-process on the same"
+            " lexical.db = inside the service):",
+            "",
+        ]
+        md += _table(
+            [
+                "kind",
+                "in-service p50 ms",
+                "p95",
+                "lexical RPC p50",
+                "gateway RPC p50",
+                "p95",
+                "gRPC / in-service",
+                "CLI wall p50 ms",
+                "hits",
+            ],
+            rows,
+        )
+        md += [
+            "Queries: "
+            + "; ".join(f"{k}: `{' | '.join(v['queries'])}`" for k, v in strict.items()),
+            "",
+        ]
+    floor = queries.get("cli_floor_help")
+    if floor:
+        md += [
+            "CLI floor (`chatseek --help`: interpreter and imports, no RPC):"
+            f" p50 {floor['p50_ms']} ms.",
+            "",
+        ]
+    return md
+
+
+def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
+    """The whole report."""
+    md = [
+        f"# chatseek bench — {results['stamp']} (`--scale {results['scale']}`)",
+        "",
+        f"Machine: {results['machine']}. Total wall time {results.get('total_s', 0):.0f} s."
+        " The machine is shared and noisy: read the ratios (figure / reference, both measured"
+        " in this run), not the absolute times. Nothing here is asserted by a test.",
+        "",
+        "Pipeline stages run with the fake embedder (`CHATSEEK_FAKE_MODELS=1`, a hashed bag of"
+        " stems) so that 100k and 1M messages fit in the time; embedding throughput is measured"
+        " separately with the packaged all-MiniLM-L6-v2 on a sample of unit-like texts.",
+        "",
+        "## Targets",
+        "",
+    ]
+    rows = [[t.name, t.bound, t.value, t.at, _verdict(t), t.note] for t in targets(results)]
+    md += _table(["figure", "target", "measured", "at", "verdict", "note"], rows)
+    for name, path in images.items():
+        md += [f"![{name}]({path})", ""]
+    pipes = results.get("pipeline") or {}
+    if pipes:
+        md += ["## Pipeline and queries", ""]
+        for scale in sorted(pipes, key=lambda s: pipes[s].get("messages_requested", 0)):
+            md += _pipeline_md(scale, pipes[scale], results.get("units") or {})
+    units = results.get("units")
+    if units:
+        cut, inc = units["full_cut"], units["incremental"]
+        md += ["## Unitize in-process", ""]
+        md += _table(
+            ["figure", "value", "reference", "reference value", "ratio"],
+            [
+                [
+                    f"full cut of a {_fmt(cut['messages'])}-message chat (msgs/s)",
+                    cut["full_cut_msgs_per_s"],
+                    "`loader.load_chat` (read floor, msgs/s)",
+                    cut["reference_load_chat_msgs_per_s"],
+                    cut["full_cut_over_load_chat"],
+                ],
+                [
+                    f"one appended message, median of {inc['appends']} (ms),"
+                    f" {_fmt(inc['messages'])}-message chat",
+                    inc["append_median_ms"],
+                    "apply on an empty feed (ms)",
+                    inc["reference_empty_apply_ms"],
+                    inc["append_over_empty_apply"],
+                ],
+                [
+                    "same, against the full cut's cost per message",
+                    inc["append_median_ms"],
+                    "full cut per message (ms)",
+                    round(1000 / inc["full_cut_msgs_per_s"], 4),
+                    inc["append_over_cut_per_message"],
+                ],
+            ],
+        )
+        md += [
+            f"Append p95 {inc['append_p95_ms']} ms; {cut['units']} units from"
+            f" {_fmt(cut['messages'])} messages.",
+            "",
+        ]
+    embed = results.get("embed")
+    if embed:
+        md += ["## Embedding (packaged all-MiniLM-L6-v2, CPU)", ""]
+        precision = embed.get("service_precision")
+        whole = embed.get(f"direct_{precision}_per_s") or embed.get("direct_fp32_per_s")
+        md += _table(
+            ["figure", "texts/s", "reference", "reference texts/s", "time ratio"],
+            [
+                [
+                    f"embed service over gRPC ({precision}), 32 texts per request",
+                    embed.get("service_per_s"),
+                    f"direct {precision}, the same requests",
+                    embed.get("direct_chunks_per_s"),
+                    embed.get("service_over_direct"),
+                ],
+                [
+                    "embed service over gRPC",
+                    embed.get("service_per_s"),
+                    "its embedder (`LocalEmbedder`) called in-process: the gRPC share",
+                    embed.get("embedder_in_process_per_s"),
+                    embed.get("service_over_embedder_in_process"),
+                ],
+                [
+                    "`LocalEmbedder` in-process, same requests",
+                    embed.get("embedder_in_process_per_s"),
+                    f"direct {precision}, the same requests: the batching share",
+                    embed.get("direct_chunks_per_s"),
+                    embed.get("embedder_over_direct_chunks"),
+                ],
+                [
+                    "embed service over gRPC",
+                    embed.get("service_per_s"),
+                    f"direct {precision}, the whole sample in one call",
+                    whole,
+                    embed.get("service_over_direct_whole_list"),
+                ],
+                [
+                    "direct bf16",
+                    embed.get("direct_bf16_per_s"),
+                    "direct fp32",
+                    embed.get("direct_fp32_per_s"),
+                    round(1 / embed["bf16_speedup_over_fp32"], 3)
+                    if embed.get("bf16_speedup_over_fp32")
+                    else None,
+                ],
+            ],
+        )
+        md += [
+            f"{embed['texts']} texts of {embed['mean_chars']} characters on average;"
+            f" bf16 vs fp32 smallest cosine {embed.get('bf16_min_cosine_vs_fp32')};"
+            f" torch threads {embed.get('torch_threads')}; best of {embed.get('rounds')}"
+            " interleaved rounds.",
+            "",
+        ]
+    knn = results.get("knn")
+    if knn:
+        md += ["## KNN (384-d, k=10)", ""]
+        rows = []
+        for name in ("clustered", "gaussian"):
+            for size, e in sorted((knn.get(name) or {}).items(), key=lambda kv: int(kv[0])):
+                rows.append(
+                    [
+                        name,
+                        int(size),
+                        e["exact"]["p50_ms"],
+                        e["quantised"]["p50_ms"],
+                        e["numpy_scan"]["p50_ms"],
+                        e["quantised_over_numpy"],
+                        e["exact_over_numpy"],
+                        e["quantised_recall_at_10"],
+                        e["previous_quantised"]["p50_ms"],
+                        e["previous_quantised_recall_at_10"],
+                        e["quantised_codes_load_s"],
+                    ]
+                )
+        md += _table(
+            [
+                "vectors",
+                "size",
+                "exact p50 ms",
+                "quantised p50 ms",
+                "numpy p50 ms",
+                "quantised / numpy",
+                "exact / numpy",
+                "quantised recall@10",
+                "previous quantised p50 ms",
+                "previous recall@10",
+                "codes load s",
+            ],
+            rows,
+        )
+        md += [
+            "`clustered` mimics MiniLM embeddings of the generated texts; `gaussian` is"
+            " isotropic noise, the worst case for sign bits. `previous` is the quantised path"
+            " before this benchmark (sqlite-vec Hamming KNN, 8× oversampling, vec0 rescoring)."
+            f" Budgets: {json.dumps(knn.get('budgets'))}.",
+            "",
+        ]
+    md += ["## Raw results", "", f"`{results['stamp']}.json` beside this file.", ""]
+    return "\n".join(md)
+
+
+REFERENCES = {
+    "import": ("import", "reference_parse_only_msgs_per_s"),
+    "unitize": ("unitize", "reference_in_process_full_cut_msgs_per_s"),
+    "lexical": ("lexical", "reference_plain_fts5_msgs_per_s"),
+    "vector": ("vector", "reference_fake_embed_units_per_s"),
+}
+
+
+def _stage_bars(ax: Any, ordered: list[dict[str, Any]]) -> None:
+    if not ordered:
+        ax.set_axis_off()
+        return
+    width = 0.8 / len(ordered)
+    for i, p in enumerate(ordered):
+        values = [
+            _get(p, stage, "units_per_s") if stage == "vector" else _get(p, stage, "msgs_per_s")
+            for stage in STAGES
+        ]
+        xs = [j + i * width for j in range(len(STAGES))]
+        ax.bar(
+            xs,
+            [v or 0 for v in values],
+            width=width,
+            label=f"{p.get('messages', p['messages_requested']):,} messages",
+        )
+    largest = ordered[-1]
+    refs = [_get(largest, *REFERENCES[stage]) for stage in STAGES]
+    centre = [j + width * (len(ordered) - 1) / 2 for j in range(len(STAGES))]
+    ax.scatter(
+        [x for x, r in zip(centre, refs, strict=True) if r],
+        [r for r in refs if r],
+        marker="_",
+        s=900,
+        color="black",
+        label="in-run reference (largest archive)",
+    )
+    ax.set_xticks(centre)
+    ax.set_xticklabels(
+        ["import\n(msgs/s)", "unitize\n(msgs/s)", "lexical\n(msgs/s)", "vector, fake\n(units/s)"]
+    )
+    ax.set(yscale="log", title="throughput per stage (service, alone)", ylabel="per second")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3)
+
+
+def _embed_bars(ax: Any, embed: dict[str, Any]) -> None:
+    if not embed:
+        ax.set_axis_off()
+        return
+    bars = [
+        ("direct\nfp32", embed.get("direct_fp32_per_s")),
+        ("direct\nbf16", embed.get("direct_bf16_per_s")),
+        ("direct,\n32/request", embed.get("direct_chunks_per_s")),
+        ("embedder\nin-process", embed.get("embedder_in_process_per_s")),
+        ("service\n(gRPC)", embed.get("service_per_s")),
+    ]
+    bars = [(name, value) for name, value in bars if value]
+    ax.bar([name for name, _ in bars], [value for _, value in bars], color="tab:green")
+    ax.set(
+        title=f"embedding, MiniLM ({embed.get('service_precision')} in the service)",
+        ylabel="texts per second",
+    )
+
+
+def charts(results: dict[str, Any], stem: Path) -> dict[str, str]:
+    """Write the PNG charts; returns ``{title: file name}``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written: dict[str, str] = {}
+    pipes: dict[str, Any] = results.get("pipeline") or {}
+    ordered = sorted(pipes.values(), key=lambda p: p.get("messages_requested", 0))
+    if len(ordered) > 1:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        sizes = [p.get("messages", p["messages_requested"]) for p in ordered]
+        for kind in RANKED_KINDS:
+            ys = [_get(p, "queries", "ranked", kind, "grpc", "p50_ms") for p in ordered]
+            if all(y is not None for y in ys):
+                axes[0].plot(sizes, ys, marker="o", label=f"{kind} (gRPC)")
+        axes[0].set(
+            xscale="log",
+            yscale="log",
+            xlabel="messages in the archive",
+            ylabel="p50 ms",
+            title="ranked search latency vs archive size",
+        )
+        axes[0].legend(fontsize=8)
+        for kind in STRICT_KINDS:
+            ys = [_get(p, "queries", "strict", kind, "in_service", "p50_ms") for p in ordered]
+            if all(y is not None for y in ys):
+                axes[1].plot(sizes, ys, marker="o", label=f"{kind} (in service)")
+        axes[1].set(
+            xscale="log",
+            yscale="log",
+            xlabel="messages in the archive",
+            ylabel="p50 ms",
+            title="strict search latency vs archive size",
+        )
+        axes[1].legend(fontsize=8)
+        fig.tight_layout()
+        path = stem.with_name(stem.name + "-latency.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written["latency against archive size"] = path.name
+    embed = results.get("embed") or {}
+    if ordered or embed:
+        fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
+        _stage_bars(axes[0], ordered)
+        _embed_bars(axes[1], embed)
+        fig.tight_layout()
+        path = stem.with_name(stem.name + "-throughput.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written["throughput per stage"] = path.name
+    knn = results.get("knn") or {}
+    sets = [name for name in ("clustered", "gaussian") if knn.get(name)]
+    if sets:
+        fig, axes = plt.subplots(1, len(sets), figsize=(6 * len(sets), 4.2), squeeze=False)
+        for ax, name in zip(axes[0], sets, strict=True):
+            entries = sorted(knn[name].items(), key=lambda kv: int(kv[0]))
+            xs = [int(size) for size, _ in entries]
+            for key in ("exact", "quantised", "previous_quantised", "numpy_scan"):
+                ax.plot(xs, [e[key]["p50_ms"] for _, e in entries], marker="o", label=key)
+            ax.set(
+                xscale="log",
+                yscale="log",
+                xlabel="vectors",
+                ylabel="p50 ms",
+                title=f"KNN p50, {name} vectors",
+            )
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = stem.with_name(stem.name + "-knn.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written["KNN latency"] = path.name
+    return written

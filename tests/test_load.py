@@ -1,0 +1,375 @@
+"""Load: concurrent clients of the gateway while an import runs, overload shedding, and search
+degrading to words when embed dies.
+
+Latency is recorded (``bench/results/load-<timestamp>.json``), never asserted. What is asserted:
+no request fails except with an explicit, retryable overload answer (RESOURCE_EXHAUSTED or
+UNAVAILABLE carrying a retry hint), and no error ever says "database is locked".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from bench.generate import generate
+from chatseek.gateway.v1 import gateway_service_pb2 as pb
+from chatseek.gateway.v1 import gateway_service_pb2_grpc
+from chatseek_core import db
+from chatseek_core.client import decode_error, sync_channel
+from chatseek_core.proto_json import from_document
+from tests.fault_helpers import (
+    Operation,
+    Stack,
+    check_store,
+    exported_messages,
+    settle,
+    start_stack,
+    wait_dead,
+)
+from tests.stack_helpers import alive, cli
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+CLIENTS = 32
+LOAD_S = 60.0
+IMPORT_MESSAGES = 200_000
+SEED_MESSAGES = 5_000
+QUICK_MESSAGES = 2_000
+CALL_TIMEOUT_S = 30.0
+QUICK_TIMEOUT_S = 10.0
+OVERLOAD_CALLS = 96
+STALL_DEADLINE_S = 4.0
+LONG_TIMEOUT_S = 2400
+THREAD_TARGETS = 500
+HYBRID_QUERIES = (
+    "аренда квартиры залог",
+    "bank account fee",
+    "виза документы консульство",
+    "cheap flight ticket",
+    "сантехник ремонт",
+    "internet router plan",
+)
+STRICT_QUERIES = (
+    "квартира AND залог",
+    "bank OR банк",
+    "has:photo",
+    "kind:group AND has:link",
+    "(ремонт OR repair) AND date:[2024-01-01 TO 2024-12-31]",
+    "from:Anna AND date:[2024-01-01 TO 2024-06-30]",
+)
+RETRYABLE = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE)
+
+
+@dataclass
+class Tally:
+    """Every request of a load run: latencies per kind, answers per code, failures verbatim."""
+
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+    answers: Counter[str] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+    locked: list[str] = field(default_factory=list)
+    not_ready: int = 0
+    warnings: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def ok(self, kind: str, seconds: float, doc: dict[str, Any]) -> None:
+        with self.lock:
+            self.latencies.setdefault(kind, []).append(seconds)
+            self.answers[f"{kind} OK"] += 1
+            for warning in doc.get("warnings") or []:
+                self.warnings[str(warning.get("code"))] += 1
+
+    def error(self, kind: str, err: grpc.RpcError) -> float:
+        """Record a failed call; returns how long to wait before the next one."""
+        code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+        decoded = decode_error(err)
+        text = f"{kind} {code.name} {decoded.reason}: {decoded.message}"
+        with self.lock:
+            self.answers[f"{kind} {code.name} {decoded.reason}"] += 1
+            locked = "database is locked" in (decoded.message + str(err.details())).lower()
+            if locked or decoded.reason == "DATABASE_BUSY":
+                self.locked.append(text)
+            retryable = code in RETRYABLE and (decoded.retry_after_s is not None or decoded.hint)
+            if decoded.reason == "INDEX_NOT_READY":
+                self.not_ready += 1
+            elif not retryable:
+                self.failures.append(text)
+        return decoded.retry_after_s or 0.1
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"answers": dict(self.answers), "warnings": dict(self.warnings)}
+        for kind, values in sorted(self.latencies.items()):
+            ms = sorted(v * 1000 for v in values)
+            out[kind] = {
+                "n": len(ms),
+                "p50_ms": round(ms[len(ms) // 2], 1),
+                "p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 1),
+                "max_ms": round(ms[-1], 1),
+            }
+        out["failures"] = self.failures[:20]
+        return out
+
+
+def _stub(stack: Stack) -> Any:
+    return gateway_service_pb2_grpc.GatewayServiceStub(
+        sync_channel(stack.env["CHATSEEK_GATEWAY_ADDR"])
+    )
+
+
+def _thread_targets(stack: Stack, limit: int = THREAD_TARGETS) -> list[tuple[str, int]]:
+    """``(chat, msg_id)`` of stored messages of the busiest chat, to read threads of."""
+    conn = db.connect(stack.data_dir / "ingest.db", readonly=True)
+    try:
+        rows = conn.execute(
+            "SELECT chat_id, msg_id FROM messages WHERE kind = 'message' AND chat_id ="
+            " (SELECT chat_id FROM messages GROUP BY chat_id ORDER BY COUNT(*) DESC LIMIT 1)"
+            " ORDER BY msg_id LIMIT ?",
+            (limit,),
+        ).fetchall()
+    finally:
+        conn.close()
+    return [(str(r[0]), int(r[1])) for r in rows]
+
+
+def _requests(n: int, targets: list[tuple[str, int]]) -> Iterator[tuple[str, str, Any]]:
+    """An endless, deterministic mix of ``(kind, gateway method, request)``: hybrid searches,
+    strict searches and thread reads."""
+    i = n
+    while True:
+        i += 1
+        if i % 3 == 0:
+            q = HYBRID_QUERIES[i % len(HYBRID_QUERIES)]
+            yield "hybrid", "Search", pb.SearchRequest(query=q, mode="hybrid", k=10)
+        elif i % 3 == 1:
+            q = STRICT_QUERIES[i % len(STRICT_QUERIES)]
+            yield (
+                "strict",
+                "SearchMessages",
+                pb.SearchMessagesRequest(query=q, limit=20, timezone="UTC"),
+            )
+        else:
+            chat, msg_id = targets[(i * 7919) % len(targets)]
+            yield "thread", "Thread", pb.ThreadRequest(chat=chat, msg_id=msg_id)
+
+
+def _client(
+    stack: Stack,
+    n: int,
+    stop: threading.Event,
+    tally: Tally,
+    targets: list[tuple[str, int]],
+    timeout_s: float,
+) -> None:
+    stub = _stub(stack)
+    for kind, method, request in _requests(n, targets):
+        if stop.is_set():
+            return
+        started = time.perf_counter()
+        try:
+            reply = getattr(stub, method)(request, timeout=timeout_s)
+        except grpc.RpcError as err:
+            time.sleep(tally.error(kind, err))
+            continue
+        tally.ok(kind, time.perf_counter() - started, from_document(reply.result))
+
+
+def _load(stack: Stack, clients: int, seconds: float, timeout_s: float = CALL_TIMEOUT_S) -> Tally:
+    tally = Tally()
+    stop = threading.Event()
+    targets = _thread_targets(stack)
+    threads = [
+        threading.Thread(
+            target=_client, args=(stack, n, stop, tally, targets, timeout_s), daemon=True
+        )
+        for n in range(clients)
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=timeout_s + 10)
+    return tally
+
+
+@pytest.fixture(scope="module")
+def small_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A private stack with a small generated export imported and settled."""
+    base = tmp_path_factory.mktemp("load")
+    generate(base / "export" / "result.json", QUICK_MESSAGES, seed=3)
+    stack = start_stack(base / "home")
+    try:
+        cli(stack.env, "import", str(base / "export"), "--json")
+        settle(stack)
+        yield stack
+    finally:
+        stack.down()
+
+
+def test_a_method_past_its_concurrency_limit_sheds_with_a_retry_hint(small_stack: Stack) -> None:
+    fusion = small_stack.pid("fusion")
+    assert fusion is not None
+    stub = _stub(small_stack)
+    request = pb.SearchRequest(query="bank account", mode="lexical", k=5)
+    os.kill(fusion, signal.SIGSTOP)  # every Search now waits on fusion inside the gateway
+    try:
+        calls = [
+            stub.Search.future(request, timeout=QUICK_TIMEOUT_S) for _ in range(OVERLOAD_CALLS)
+        ]
+        shed: list[Any] = []
+        deadline = time.monotonic() + QUICK_TIMEOUT_S
+        while len(shed) < OVERLOAD_CALLS // 4 and time.monotonic() < deadline:
+            shed = [c for c in calls if c.done() and c.exception() is not None]
+            time.sleep(0.05)
+    finally:
+        os.kill(fusion, signal.SIGCONT)
+    assert shed
+    for call in shed:
+        err = call.exception()
+        assert isinstance(err, grpc.RpcError)
+        assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        decoded = decode_error(err)
+        assert decoded.reason == "OVERLOADED"
+        assert decoded.retry_after_s is not None and decoded.retry_after_s > 0
+    waited = [c for c in calls if c not in shed]
+    for call in waited:
+        assert call.result(timeout=QUICK_TIMEOUT_S + 5).result is not None
+
+
+def test_hybrid_search_answers_from_words_within_its_deadline_when_embed_stalls(
+    small_stack: Stack,
+) -> None:
+    embed = small_stack.pid("embed")
+    assert embed is not None
+    stub = _stub(small_stack)
+    request = pb.SearchRequest(query="bank account", mode="hybrid", k=5)
+    stub.Search(request, timeout=QUICK_TIMEOUT_S)  # every channel to embed is connected
+    os.kill(embed, signal.SIGSTOP)  # alive and listening, answering nothing: a slow embed
+    try:
+        reply = stub.Search(
+            pb.SearchRequest(query="cheap flight ticket", mode="hybrid", k=5),
+            timeout=STALL_DEADLINE_S,
+        )
+    finally:
+        os.kill(embed, signal.SIGCONT)
+    doc = from_document(reply.result)
+    assert doc["hits"]
+    assert "DENSE_UNAVAILABLE" in {w["code"] for w in doc.get("warnings") or []}
+
+
+def test_hybrid_search_answers_from_words_within_its_deadline_when_embed_is_killed(
+    small_stack: Stack,
+) -> None:
+    embed = small_stack.pid("embed")
+    assert embed is not None
+    tally = Tally()
+    stop = threading.Event()
+    stub = _stub(small_stack)
+    after_kill: list[dict[str, Any]] = []
+    killed = threading.Event()
+
+    def searcher(n: int) -> None:
+        for i in range(10_000):
+            if stop.is_set():
+                return
+            request = pb.SearchRequest(query=HYBRID_QUERIES[(n + i) % 6], mode="hybrid", k=10)
+            was_killed = killed.is_set()
+            started = time.perf_counter()
+            try:
+                reply = stub.Search(request, timeout=QUICK_TIMEOUT_S)
+            except grpc.RpcError as err:
+                time.sleep(tally.error("hybrid", err))
+                continue
+            doc = from_document(reply.result)
+            tally.ok("hybrid", time.perf_counter() - started, doc)
+            if was_killed:
+                with tally.lock:
+                    after_kill.append(doc)
+
+    with futures.ThreadPoolExecutor(8) as pool:
+        jobs = [pool.submit(searcher, n) for n in range(8)]
+        time.sleep(1.5)
+        os.kill(embed, signal.SIGKILL)
+        assert wait_dead(embed)
+        killed.set()
+        time.sleep(3.0)
+        stop.set()
+        for job in jobs:
+            job.result(timeout=QUICK_TIMEOUT_S + 5)
+    try:
+        assert not tally.failures, tally.summary()
+        assert not tally.locked
+        assert after_kill, tally.summary()
+        for doc in after_kill:
+            codes = {w["code"] for w in doc.get("warnings") or []}
+            assert "DENSE_UNAVAILABLE" in codes, doc.get("warnings")
+            assert all(set(h["by"]) <= {"words"} for h in doc["hits"])
+    finally:
+        small_stack.up()
+    assert not alive(embed)
+
+
+@pytest.mark.long
+@pytest.mark.timeout(LONG_TIMEOUT_S)
+def test_thirty_two_clients_get_answers_while_a_large_import_runs(tmp_path: Path) -> None:
+    seed = tmp_path / "seed"
+    big = tmp_path / "big"
+    generate(seed / "result.json", SEED_MESSAGES, seed=3)
+    generate(big / "result.json", IMPORT_MESSAGES, seed=7)
+    expected = exported_messages(big / "result.json")
+    for title, ids in exported_messages(seed / "result.json").items():
+        expected[title] = sorted(set(expected.get(title, [])) | set(ids))
+
+    stack = start_stack(tmp_path / "home")
+    try:
+        cli(stack.env, "import", str(seed), "--json")
+        settle(stack)
+        started = time.monotonic()
+        run = Operation.start(stack, "import", str(big), "--json")
+        tally = _load(stack, CLIENTS, LOAD_S)
+        import_running_at_end = run.running()
+        code, out, err = run.finish(timeout_s=1800)
+        import_s = time.monotonic() - started
+        assert code == 0, err
+        settle(stack, timeout_s=1800)
+        settled_s = time.monotonic() - started
+        check_store(stack, expected)
+    finally:
+        stack.down()
+
+    summary = tally.summary()
+    summary.update(
+        {
+            "clients": CLIENTS,
+            "load_s": LOAD_S,
+            "import_messages": IMPORT_MESSAGES,
+            "import_s": round(import_s, 1),
+            "import_running_when_load_ended": import_running_at_end,
+            "settled_s": round(settled_s, 1),
+            "import_report": {k: v for k, v in json.loads(out).items() if k != "chats"},
+        }
+    )
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    (RESULTS / f"load-{stamp}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+    assert not tally.locked, tally.locked[:5]
+    assert not tally.failures, tally.failures[:20]
+    assert all(summary[k]["n"] > 0 for k in ("hybrid", "strict", "thread")), summary
+    if tally.not_ready:
+        pytest.xfail(
+            f"strict search refused {tally.not_ready} requests with INDEX_NOT_READY while the"
+            " import ran: text terms need the message word index fully caught up with ingest"
+        )
