@@ -553,7 +553,7 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
             "`clustered` mimics MiniLM embeddings of the generated texts; `gaussian` is"
             " isotropic noise, the worst case for sign bits. `previous` is the quantised path"
             " before this benchmark (sqlite-vec Hamming KNN, 8× oversampling, vec0 rescoring)."
-            f" Budgets: {json.dumps(knn.get('budgets'))}.",
+            f" Budgets: {json.dumps(knn.get('budgets'), ensure_ascii=False)}.",
             "",
         ]
     md += ["## Raw results", "", f"`{results['stamp']}.json` beside this file.", ""]

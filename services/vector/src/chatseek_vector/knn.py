@@ -306,26 +306,28 @@ def _add_units(
             " embedded_units e ON e.space_id = ? AND e.unit_id = j.value",
             (json.dumps(list(unit_ids)), space.space_id),
         )
-    ids: list[int] = []
-    chats: list[int] = []
-    kinds: list[int] = []
-    accounts: list[int] = []
-    for unit_id, chat_id, kind, account in cursor:
-        ids.append(unit_id)
-        chats.append(chat_id)
-        kinds.append(codes.label(codes.kinds, kind))
-        accounts.append(codes.label(codes.accounts, account))
-    if not ids:
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for rows in iter(lambda: cursor.fetchmany(LOAD_CHUNK), []):
+        count = len(rows)
+        parts.append(
+            (
+                np.fromiter((r[0] for r in rows), dtype=np.int64, count=count),
+                np.fromiter((r[1] for r in rows), dtype=np.int64, count=count),
+                np.fromiter(
+                    (codes.label(codes.kinds, r[2]) for r in rows), dtype=np.int32, count=count
+                ),
+                np.fromiter(
+                    (codes.label(codes.accounts, r[3]) for r in rows), dtype=np.int32, count=count
+                ),
+            )
+        )
+    if not parts:
         return
-    meta_ids = np.asarray(ids, dtype=np.int64)
+    meta_ids = np.concatenate([p[0] for p in parts])
     order = np.argsort(meta_ids)
     meta_ids = meta_ids[order]
-    meta = (
-        np.asarray(chats, dtype=np.int64)[order],
-        np.asarray(kinds, dtype=np.int32)[order],
-        np.asarray(accounts, dtype=np.int32)[order],
-    )
-    del ids, chats, kinds, accounts
+    meta = tuple(np.concatenate([p[i] for p in parts])[order] for i in (1, 2, 3))
+    del parts
     table = bit_table(space.space_id)
     if unit_ids is None:
         scan = conn.execute(f"SELECT unit_id, embedding, start_date FROM {table}")
