@@ -3,7 +3,6 @@
 * ``mutated_exports``: a Hypothesis strategy that damages a real export (truncation, wrong JSON
   types, missing keys, huge strings, invalid UTF-8, deep nesting) and records what it did.
 * ``write_export``: a small whole-account export written from chat and message specs.
-* ``settle``: waits until units, word indexes and vectors have caught up with the feeds.
 * ``listening_addresses``: the TCP addresses a set of processes listen on, read from ``/proc``.
 * ``python -m tests.security_helpers``: the ingest service over a ``FakeTelegram`` whose login,
   session and channel carry the planted secrets (the fake replaces Telethon and nothing else).
@@ -14,16 +13,13 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
-
-from tests.stack_helpers import cli_json
 
 # --- planted secrets ---
 
@@ -262,48 +258,6 @@ def mutated_exports(
         return Mutation(path.parent.name, data, tuple(steps), cut)
 
     return build()
-
-
-# --- the running stack ---
-
-SETTLE_TIMEOUT_S = 120.0
-SETTLE_POLL_S = 0.3
-
-
-def settle(env: dict[str, str], timeout_s: float = SETTLE_TIMEOUT_S) -> dict[str, Any]:
-    """Wait until every consumer has caught up and nothing waits for a vector.
-
-    Returns:
-        The services of the last ``status``, by name.
-
-    Raises:
-        AssertionError: not settled within ``timeout_s`` (with the last status).
-    """
-    deadline = time.monotonic() + timeout_s
-    services: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        services = {s["name"]: s for s in cli_json(env, "status", "--json")["services"]}
-        lags = [
-            v for n in ("unitize", "lexical", "vector") for v in services[n]["feed_lag"].values()
-        ]
-        pending = services["vector"]["details"].get("pending") or 0
-        if services["lexical"]["details"].get("words_ready") and not any(lags) and not pending:
-            return services
-        time.sleep(SETTLE_POLL_S)
-    raise AssertionError(f"the stack did not settle: {services}")
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
-    """Poll ``check`` until it holds.
-
-    Raises:
-        AssertionError: naming ``what`` when it never held.
-    """
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(SETTLE_POLL_S)
 
 
 # --- sockets ---

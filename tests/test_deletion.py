@@ -23,8 +23,8 @@ import pytest
 
 from chatseek_core import db
 from chatseek_ingest import store
-from tests.security_helpers import Msg, settle, write_export
-from tests.stack_helpers import cli, stack_env
+from tests.security_helpers import Msg, write_export
+from tests.stack_helpers import cli, settle, stack_env
 
 ACCOUNT = "default"
 GROUP = -1_000_000_005_551

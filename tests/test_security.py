@@ -46,9 +46,8 @@ from tests.security_helpers import (
     TEXT_MARKERS,
     listening_addresses,
     planted_export,
-    settle,
 )
-from tests.stack_helpers import CLI_TIMEOUT_S, cli, cli_json, free_ports, stack_env
+from tests.stack_helpers import CLI_TIMEOUT_S, cli, cli_json, free_ports, settle, stack_env
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
