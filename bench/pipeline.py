@@ -8,10 +8,11 @@ from its service answering SERVING (probed every ``START_POLL_S``) to its status
 (polled every ``POLL_S``), so small archives carry up to that much error; start-up (spawn to
 SERVING) is reported apart.
 
-References measured in the same run: the import against ingest's streaming export reader alone
-(parse, no store); the word index against a plain FTS5 (unicode61) table built in memory over
-the same message texts; the vector stage against the fake embedder called in-process on the
-same unit texts. Peak RSS is each process's ``VmHWM``; the import's is read before any other
+References measured in the same run, on the same files: the import against ingest's streaming
+export reader alone (parse, no store); unitize against ``apply_ingest_feed`` cutting the same
+ingest.db in this process; the word index against the lexical indexer run in this process and
+against a plain FTS5 (unicode61) table built in memory over the same message texts (SQLite's
+floor); the vector stage against the fake embedder called in-process on the same unit texts. Peak RSS is each process's ``VmHWM``; the import's is read before any other
 service starts.
 """
 
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,44 @@ def _parse_only(export: Path) -> tuple[float, int]:
     return took, int(count)
 
 
+def _unitize_in_process(data: Path, scratch: Path) -> float:
+    """Seconds for ``apply_ingest_feed`` in this process to cut the same ingest.db afresh."""
+    from chatseek_core import db
+    from chatseek_unitize.schema import MIGRATIONS
+    from chatseek_unitize.units import apply_ingest_feed
+
+    conn = db.connect(scratch / "unitize-reference.db")
+    db.migrate(conn, "unitize", MIGRATIONS)
+    db.attach_readonly(conn, data / "ingest.db", "ingest")
+
+    def drain() -> None:
+        while apply_ingest_feed(conn):
+            pass
+
+    took, _ = timed(drain)
+    conn.close()
+    return took
+
+
+def _lexical_in_process(data: Path, scratch: Path) -> float:
+    """Seconds for the lexical indexer in this process to index the same files afresh."""
+    from chatseek_lexical import indexer
+
+    conn = indexer.connect_index(
+        scratch / "lexical-reference.db",
+        ingest_path=data / "ingest.db",
+        unitize_path=data / "unitize.db",
+    )
+
+    def drain() -> None:
+        while indexer.apply_feeds(conn):
+            pass
+
+    took, _ = timed(drain)
+    conn.close()
+    return took
+
+
 def _fts_reference(ingest_db: Path) -> tuple[float, int]:
     """Seconds to build a plain FTS5 table over every message text, in memory."""
     from chatseek_core import db
@@ -238,11 +277,7 @@ def _sizes(data: Path) -> dict[str, float]:
     return out
 
 
-def pipeline_section(
-    scale: str,
-    progress: Callable[[str], None],
-    references: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+def pipeline_section(scale: str, progress: Callable[[str], None]) -> dict[str, Any]:
     """Stage throughput, peak RSS, database sizes and query latencies at ``scale``."""
     from bench.generate import generate
     from bench.queries import queries_section
@@ -293,6 +328,9 @@ def pipeline_section(
             }
             progress(f"pipeline {scale}: import {out['import']}")
             data = settings.data_dir
+            scratch = Path(tmp) / "reference"
+            scratch.mkdir()
+            in_process = {"unitize": _unitize_in_process, "lexical": _lexical_in_process}
             for stage, names in STAGES[1:4]:
                 spawned, ready = stack.start(names)
                 seconds = _settle(settings, stage, ready)
@@ -301,6 +339,11 @@ def pipeline_section(
                     "msgs_per_s": round(stored / seconds),
                     "startup_s": round(ready - spawned, 2),
                 }
+                if stage in in_process:
+                    ref_s = in_process[stage](data, scratch)
+                    out[stage]["reference_in_process_s"] = round(ref_s, 2)
+                    out[stage]["reference_in_process_msgs_per_s"] = round(stored / ref_s)
+                    out[stage]["over_in_process"] = ratio(seconds, ref_s, 2)
                 progress(f"pipeline {scale}: {stage} {out[stage]}")
             units = _count(data / "unitize.db", "SELECT COUNT(*) FROM units")
             out["units"] = units
@@ -321,12 +364,6 @@ def pipeline_section(
                     ),
                 }
             )
-            if references and references.get("full_cut_msgs_per_s"):
-                in_process = float(references["full_cut_msgs_per_s"])
-                out["unitize"]["reference_in_process_full_cut_msgs_per_s"] = in_process
-                out["unitize"]["in_process_over_service"] = ratio(
-                    in_process, out["unitize"]["msgs_per_s"], 2
-                )
             stack.start(STAGES[4][1])
             out["queries"] = queries_section(settings, env, progress)
             out["peak_rss_mib"] = stack.rss()

@@ -132,12 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     if "pipeline" in sections:
         results["pipeline"] = {}
         for scale in sorted(scales, key=SCALE_ORDER.index):
-            cut = (results.get("units") or {}).get("full_cut") or {}
-            refs = cut if cut.get("messages") == MESSAGES[scale] else None
             value = _section(
                 results,
                 f"pipeline_{scale}",
-                partial(pipeline.pipeline_section, scale, progress, refs),
+                partial(pipeline.pipeline_section, scale, progress),
                 out,
                 progress,
             )
