@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "cpu_count",
+    "interleaved",
     "latency",
     "peak_rss_mib",
     "percentile",
@@ -50,6 +51,23 @@ def timings(fn: Callable[[int], Any], runs: int) -> list[float]:
         started = time.perf_counter()
         fn(i)
         out.append(time.perf_counter() - started)
+    return out
+
+
+def interleaved(fns: Mapping[str, Callable[[int], Any]], runs: int) -> dict[str, list[float]]:
+    """Seconds of ``runs`` calls of each ``fn(i)``, taken in turn (the order rotating each round).
+
+    Alternating the variants makes a noisy machine's slow spells fall on all of them alike, so
+    their ratio holds even when the absolute times drift.
+    """
+    names = list(fns)
+    out: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(runs):
+        shift = i % len(names)
+        for name in names[shift:] + names[:shift]:
+            started = time.perf_counter()
+            fns[name](i)
+            out[name].append(time.perf_counter() - started)
     return out
 
 

@@ -12,8 +12,8 @@ References measured in the same run, on the same files: the import against inges
 export reader alone (parse, no store); unitize against ``apply_ingest_feed`` cutting the same
 ingest.db in this process; the word index against the lexical indexer run in this process and
 against a plain FTS5 (unicode61) table built in memory over the same message texts (SQLite's
-floor); the vector stage against the fake embedder called in-process on the same unit texts. Peak RSS is each process's ``VmHWM``; the import's is read before any other
-service starts.
+floor); the vector stage against the fake embedder called in-process on the same unit texts. Peak
+RSS is each process's ``VmHWM``; the import's is read before any other service starts.
 """
 
 from __future__ import annotations

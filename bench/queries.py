@@ -7,7 +7,8 @@ the ``chatseek search`` process (wall time, start-up included), and ``chatseek_f
 is what the RPC hops cost. Strict search (two-word AND, phrase, field-filtered date range,
 prefix wildcard): ``chatseek_lexical.query.search`` in-process on the same lexical.db (inside
 the service), the lexical service's RPC, the gateway's RPC and ``chatseek messages search``.
-The CLI's floor is ``chatseek --help`` (interpreter and imports, no RPC).
+The CLI's floor is ``chatseek --help`` (interpreter and imports, no RPC). Each RPC and its
+in-process reference are timed in alternation, so a noisy spell hits both.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from bench.measure import latency, ratio, run_wall, timings
+from bench.measure import interleaved, latency, ratio, run_wall, timings
 
 __all__ = ["RANKED", "STRICT", "queries_section"]
 
@@ -192,17 +193,19 @@ def _ranked(settings: Any, env: Mapping[str, str], progress: Callable[[str], Non
             def local(i: int, mode: str = mode, rerank: bool = rerank) -> None:
                 run(RANKED[i % len(RANKED)], mode, rerank)
 
-            timings(grpc_call, WARM)
-            timings(local, WARM)
-            entry: dict[str, Any] = {
-                "grpc": latency(timings(grpc_call, RUNS)),
-                "in_process": latency(timings(local, RUNS)),
-            }
             argv = [sys.executable, "-m", "chatseek_gateway.cli", "search", "--mode", mode]
             argv += ["--rerank" if rerank else "--no-rerank", "--json", "--"]
-            entry["cli_wall"] = latency(
-                [run_wall([*argv, RANKED[i % len(RANKED)]], env) for i in range(CLI_RUNS)]
-            )
+
+            def cli(i: int, argv: list[str] = argv) -> None:
+                run_wall([*argv, RANKED[i % len(RANKED)]], env)
+
+            interleaved({"grpc": grpc_call, "in_process": local}, WARM)
+            took = interleaved({"grpc": grpc_call, "in_process": local}, RUNS)
+            entry: dict[str, Any] = {
+                "grpc": latency(took["grpc"]),
+                "in_process": latency(took["in_process"]),
+                "cli_wall": latency(timings(cli, CLI_RUNS)),
+            }
             grpc_p50 = entry["grpc"]["p50_ms"]
             local_p50 = entry["in_process"]["p50_ms"]
             entry["grpc_over_in_process"] = ratio(grpc_p50, local_p50)
@@ -277,14 +280,11 @@ def _strict(settings: Any, env: Mapping[str, str], progress: Callable[[str], Non
                     timeout=60,
                 )
 
-            for fn in (in_service, via_lexical, via_gateway):
-                timings(fn, WARM)
-            entry: dict[str, Any] = {
-                "queries": list(queries),
-                "in_service": latency(timings(in_service, RUNS)),
-                "lexical_grpc": latency(timings(via_lexical, RUNS)),
-                "grpc": latency(timings(via_gateway, RUNS)),
-            }
+            variants = {"in_service": in_service, "lexical_grpc": via_lexical, "grpc": via_gateway}
+            interleaved(variants, WARM)
+            took = interleaved(variants, RUNS)
+            entry: dict[str, Any] = {"queries": list(queries)}
+            entry.update({name: latency(values) for name, values in took.items()})
             argv = [sys.executable, "-m", "chatseek_gateway.cli", "messages", "search"]
             argv += ["--timezone", TIMEZONE, "--limit", str(LIMIT), "--json", "--"]
             entry["cli_wall"] = latency(
