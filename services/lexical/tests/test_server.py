@@ -1,12 +1,24 @@
-"""The lexical service starts alone on port 0 over a temp data dir and reports SERVING."""
+"""The lexical service alone on port 0 over a temp data dir: health, and strict search answered
+as of its arrival while the indexer is behind."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from helpers_store import ACCOUNT, Stores, make_stores
 
+from chatseek.lexical.v1 import lexical_service_pb2 as pb
+from chatseek.lexical.v1 import lexical_service_pb2_grpc
+from chatseek_core import db
+from chatseek_core.client import decode_error
+from chatseek_core.proto_json import from_document
+from chatseek_core.settings import Settings
 from chatseek_core.testing import serving, temp_settings
 from chatseek_lexical.server import create_server, open_deps
 
@@ -27,3 +39,61 @@ async def test_the_service_serves_health_after_start_and_creates_its_database(
             )
             assert named.status == health_pb2.HealthCheckResponse.SERVING
     assert (tmp_path / "data" / "lexical.db").exists()
+
+
+@pytest.fixture
+def quiet(tmp_path: Path) -> Iterator[tuple[Settings, Stores]]:
+    """Settings whose indexer, once idle, only wakes when nudged (a poll an hour apart), and
+    the producers' files in their data directory."""
+    settings = temp_settings(tmp_path, "lexical", env={"CHATSEEK_POLL_INTERVAL_S": "3600"})
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    stores = make_stores(settings.data_dir)
+    yield settings, stores
+    stores.close()
+
+
+async def _search(addr: str, query: str, timeout: float) -> dict[str, Any]:
+    async with grpc.aio.insecure_channel(addr) as channel:
+        stub = lexical_service_pb2_grpc.LexicalServiceStub(channel)
+        reply = await stub.SearchMessages(
+            pb.SearchMessagesRequest(query=query, account=ACCOUNT, timezone="UTC"),
+            timeout=timeout,
+        )
+    return from_document(reply.result)
+
+
+async def test_strict_search_waits_for_the_messages_stored_before_it_arrived(
+    quiet: tuple[Settings, Stores],
+) -> None:
+    settings, stores = quiet
+    running = create_server(settings, open_deps(settings))
+    async with serving(running) as addr:
+        await asyncio.sleep(0.3)  # the loop's first pass finds nothing and goes to sleep
+        stores.ingest.put_message(100, 1, "the invoice for March is attached")
+        stores.ingest.put_message(100, 2, "thanks, paying it today")
+        found = await _search(addr, "invoice", timeout=20)
+    assert found["words_ready"] is True
+    assert [item["msg_id"] for item in found["items"]] == [1]
+
+
+async def test_strict_search_refuses_before_its_deadline_when_the_index_cannot_catch_up(
+    quiet: tuple[Settings, Stores],
+) -> None:
+    settings, stores = quiet
+    running = create_server(settings, open_deps(settings))
+    async with serving(running) as addr:
+        await asyncio.sleep(0.3)
+        stores.ingest.put_message(100, 1, "the invoice for March is attached")
+        writer = db.connect(settings.db_path("lexical"))
+        writer.execute("BEGIN IMMEDIATE")  # the indexer cannot write until this ends
+        try:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await _search(addr, "invoice", timeout=4)
+            no_words = await _search(addr, "date>=2024-01-01", timeout=4)
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert decode_error(caught.value).reason == "INDEX_NOT_READY"
+    assert no_words["words_ready"] is False
+    assert [item["msg_id"] for item in no_words["items"]] == [1]

@@ -5,6 +5,8 @@ Invariants:
   lexical.db equals the feed's head: every stored message and unit is indexed.
 * A cursor past its head means a producer file was replaced under the index: never ready,
   reported as ``needs_rebuild`` until ``chatseek reindex lexical`` runs.
+* A strict search is answered as of its arrival: ``message_lag`` gives the ingest head it must
+  see indexed, and ``messages_indexed_through`` says when the cursor has reached it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from chatseek_lexical.indexer import FEED_INGEST, FEED_UNITIZE, INGEST_SCHEMA, U
 __all__ = [
     "FeedLag",
     "WordsStatus",
+    "message_lag",
+    "messages_indexed_through",
     "messages_ready",
     "require_words_ready",
     "words_ready",
@@ -119,6 +123,18 @@ def messages_ready(conn: db.Connection) -> bool:
     """True only when every message stored in ingest.db is in the message word index."""
     with db.storage_errors():
         return cursor(conn, FEED_INGEST) == head(conn, INGEST_SCHEMA)
+
+
+def message_lag(conn: db.Connection) -> FeedLag:
+    """How far the message word index is behind the messages stored in ingest.db now."""
+    with db.storage_errors(), _snapshot(conn):
+        return _lag(conn, FEED_INGEST, INGEST_SCHEMA)
+
+
+def messages_indexed_through(conn: db.Connection, seq: int) -> bool:
+    """True when every ingest feed event up to ``seq`` is in the message word index."""
+    with db.storage_errors():
+        return cursor(conn, FEED_INGEST) >= seq
 
 
 def require_words_ready(conn: db.Connection) -> None:

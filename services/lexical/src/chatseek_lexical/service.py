@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 
 from chatseek.lexical.v1 import lexical_service_pb2 as pb
 from chatseek.lexical.v1 import lexical_service_pb2_grpc
-from chatseek_core import db
+from chatseek_core import db, deadline
 from chatseek_core.aio import stream_progress, to_thread
 from chatseek_core.errors import IndexNotReady, InvalidArgument
 from chatseek_core.proto_json import document, operation_progress, operation_result
@@ -37,6 +39,14 @@ DEFAULT_LIST_LIMIT = 40
 DEFAULT_SEARCH_LIMIT = 20
 # Empty, "active" and "telegram" (the CLI's name) all mean the active account's chats.
 MESSAGE_SOURCES = ("", "active", "telegram", "all")
+# A strict request that needs words while the indexer is behind waits this long at most for it
+# to index every message stored when the request arrived; it keeps ANSWER_RESERVE_S of its
+# deadline for the search itself (whose own time budget is 2 s).
+CATCH_UP_MAX_S = 10.0
+CATCH_UP_POLL_S = 0.05
+ANSWER_RESERVE_S = 2.5
+
+Answer = Callable[[db.Connection, bool], dict[str, Any]]
 
 
 def _limit(value: int) -> int:
@@ -131,8 +141,55 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
 
         return await to_thread(run)
 
+    async def _as_of_arrival(self, answer: Answer) -> dict[str, Any]:
+        """Answer a strict request over every message stored when it arrived.
+
+        ``answer(conn, words_ready)`` runs the request. When the message word index lags ingest
+        and the query needs words, the indexer is nudged and the request waits, within its
+        deadline, until the cursor reaches the ingest head seen at arrival; then it is answered
+        with ``words_ready`` true (complete as of arrival). Only a wait that runs out, or an index
+        that must be rebuilt, refuses with IndexNotReady.
+        """
+
+        def first() -> tuple[dict[str, Any] | IndexNotReady, readiness.FeedLag]:
+            conn = self._conn(("ingest",))
+            lag = readiness.message_lag(conn)
+            try:
+                return answer(conn, lag.caught_up), lag
+            except IndexNotReady as exc:
+                return exc, lag
+
+        outcome, lag = await to_thread(first)
+        if not isinstance(outcome, IndexNotReady):
+            return outcome
+        if lag.needs_rebuild:
+            raise IndexNotReady(
+                "the message word index is ahead of ingest.db: the file was replaced under it",
+                hint="run `chatseek reindex lexical`",
+                metadata={"needs_rebuild": "true"},
+            )
+        if not await self._caught_up(lag.head):
+            raise outcome
+        return await to_thread(lambda: answer(self._conn(("ingest",)), True))
+
+    async def _caught_up(self, seq: int) -> bool:
+        """Wait until ingest feed event ``seq`` is indexed; False when the wait runs out."""
+        left = deadline.remaining()
+        budget = CATCH_UP_MAX_S if left is None else min(CATCH_UP_MAX_S, left - ANSWER_RESERVE_S)
+        until = time.monotonic() + budget
+        self._deps.loop.nudge()
+
+        def indexed() -> bool:
+            return readiness.messages_indexed_through(self._conn(("ingest",)), seq)
+
+        while not await to_thread(indexed):
+            if time.monotonic() >= until:
+                return False
+            await asyncio.sleep(CATCH_UP_POLL_S)
+        return True
+
     def _search_request(
-        self, request: pb.SearchMessagesRequest, conn: db.Connection
+        self, request: pb.SearchMessagesRequest, conn: db.Connection, words_ready: bool
     ) -> SearchRequest:
         if bool(request.query) == bool(request.tree_json):
             raise InvalidArgument(
@@ -162,17 +219,16 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
             page_token=request.page_token or None,
             newest=request.newest,
             context=request.context,
-            words_ready=readiness.messages_ready(conn),
+            words_ready=words_ready,
         )
 
     async def SearchMessages(
         self, request: pb.SearchMessagesRequest, context: Ctx
     ) -> pb.SearchMessagesResponse:
-        def run() -> dict[str, Any]:
-            conn = self._conn(("ingest",))
-            return search(conn, self._search_request(request, conn)).to_json()
+        def answer(conn: db.Connection, words_ready: bool) -> dict[str, Any]:
+            return search(conn, self._search_request(request, conn, words_ready)).to_json()
 
-        return pb.SearchMessagesResponse(result=document(await to_thread(run)))
+        return pb.SearchMessagesResponse(result=document(await self._as_of_arrival(answer)))
 
     async def ParseQuery(
         self, request: pb.ParseQueryRequest, context: Ctx
@@ -196,17 +252,16 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
     async def MessageStats(
         self, request: pb.MessageStatsRequest, context: Ctx
     ) -> pb.MessageStatsResponse:
-        def run() -> dict[str, Any]:
-            conn = self._conn(("ingest",))
+        def answer(conn: db.Connection, words_ready: bool) -> dict[str, Any]:
             counted = stats(
                 conn,
-                self._search_request(request.search, conn),
+                self._search_request(request.search, conn, words_ready),
                 by=request.by or "chat",
                 timezone=request.search.timezone or None,
             )
             return counted.to_json()
 
-        return pb.MessageStatsResponse(result=document(await to_thread(run)))
+        return pb.MessageStatsResponse(result=document(await self._as_of_arrival(answer)))
 
     async def Reindex(
         self, request: pb.ReindexRequest, context: Ctx
