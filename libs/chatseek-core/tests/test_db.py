@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,36 @@ def test_a_read_only_data_file_gives_a_storage_error_and_keeps_the_data(tmp_path
     with pytest.raises(StorageError), db.transaction(ro):
         ro.execute("INSERT INTO a VALUES (2)")
     assert ro.execute("SELECT COUNT(*) FROM a").fetchone()[0] == 1
+
+
+def test_a_full_database_gives_a_storage_error_and_keeps_what_was_committed(
+    tmp_path: Path,
+) -> None:
+    conn = db.connect(tmp_path / "small.db")
+    db.migrate(conn, "owner", MIGRATIONS)
+    with db.transaction(conn):
+        conn.execute("INSERT INTO a VALUES (1)")
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "database or disk is full"
+    with pytest.raises(StorageError) as caught, db.transaction(conn):
+        conn.executemany("INSERT INTO a VALUES (?)", [(n,) for n in range(100_000)])
+    assert "free disk space" in caught.value.hint
+    assert conn.execute("SELECT COUNT(*) FROM a").fetchone()[0] == 1
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_data_directory_that_cannot_be_written_is_named_with_what_to_do(
+    tmp_path: Path,
+) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root writes through permissions; tests/test_storage.py mounts a read-only fs")
+    db.connect(tmp_path / "owner.db").close()
+    (tmp_path / "owner.db").chmod(0o444)
+    tmp_path.chmod(0o555)
+    try:
+        with pytest.raises(StorageError) as caught:
+            db.connect(tmp_path / "owner.db")
+    finally:
+        tmp_path.chmod(0o755)
+    assert "read-only" in caught.value.message
+    assert "make the data directory writable" in caught.value.hint

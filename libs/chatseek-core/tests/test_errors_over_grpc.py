@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 import grpc
 import pytest
+import sqlean
 
 from chatseek.fusion.v1 import fusion_service_pb2 as pb
 from chatseek.fusion.v1 import fusion_service_pb2_grpc
@@ -90,3 +92,20 @@ async def test_an_unreachable_peer_is_unavailable() -> None:
     with pytest.raises(errors.Unavailable):
         await call(stub.Thread, pb.ThreadRequest(chat="x", msg_id=1), timeout=2, idempotent=True)
     await channel.close()
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        OSError(errno.ENOSPC, "No space left on device"),
+        OSError(errno.EROFS, "Read-only file system"),
+        sqlean.OperationalError("database or disk is full"),
+    ],
+)
+async def test_a_full_or_read_only_disk_arrives_as_a_storage_error_that_says_what_to_do(
+    exc: Exception,
+) -> None:
+    got = await _call_with(exc)
+    assert isinstance(got, errors.StorageError)
+    assert "cannot be written" in got.message
+    assert "free disk space or make the data directory writable" in got.hint

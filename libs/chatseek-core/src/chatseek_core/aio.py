@@ -1,25 +1,84 @@
-"""The one helper that moves blocking work (SQLite, inference) off the event loop."""
+"""The one helper that moves blocking work (SQLite, inference) off the event loop.
+
+Invariant: every call started by ``to_thread`` is counted until its thread returns, even when
+the awaiting coroutine was cancelled (a thread cannot be). A stopping service awaits
+``quiesce`` before closing its connections, so no thread ever uses a closed SQLite handle.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
+import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import ParamSpec, TypeVar
 
-__all__ = ["stream_progress", "to_thread"]
+__all__ = ["drain", "in_flight", "quiesce", "stream_progress", "to_thread"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+QUIESCE_POLL_S = 0.02
+_lock = threading.Lock()
+_in_flight = 0
+
+
+def _counted(call: Callable[[], R]) -> R:
+    global _in_flight
+    try:
+        return call()
+    finally:
+        with _lock:
+            _in_flight -= 1
+
 
 async def to_thread(func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
     """Run ``func`` in the default executor, keeping context variables (deadlines) intact."""
+    global _in_flight
     loop = asyncio.get_running_loop()
     ctx = contextvars.copy_context()
     call = functools.partial(ctx.run, func, *args, **kwargs)
-    return await loop.run_in_executor(None, call)
+    with _lock:
+        _in_flight += 1
+    try:
+        future = loop.run_in_executor(None, functools.partial(_counted, call))
+    except BaseException:
+        with _lock:
+            _in_flight -= 1
+        raise
+    return await future
+
+
+def in_flight() -> int:
+    """Calls started by ``to_thread`` whose threads have not returned yet."""
+    with _lock:
+        return _in_flight
+
+
+async def quiesce(timeout_s: float) -> bool:
+    """Wait until no ``to_thread`` call is running; False when ``timeout_s`` passed first."""
+    deadline = time.monotonic() + timeout_s
+    while in_flight():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(QUIESCE_POLL_S)
+    return True
+
+
+async def drain(requests: AsyncIterator[object]) -> None:
+    """Read and discard the rest of a client's request stream.
+
+    A server that fails a client-streaming call must let the client finish sending first:
+    grpc's asyncio client may otherwise report a write that fails as the call ends as
+    ``INTERNAL: Internal error from Core`` instead of the status the server sent
+    (grpc/grpc#36066). The call's deadline bounds the wait; a client that goes away ends it.
+    """
+    with contextlib.suppress(Exception):
+        async for _ in requests:
+            pass
 
 
 _DONE = object()

@@ -18,6 +18,7 @@ an idle poll never moves the count. Unset, ``transaction`` does no extra work.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -46,6 +47,7 @@ __all__ = [
     "connect",
     "migrate",
     "schema_version",
+    "storage_error",
     "storage_errors",
     "transaction",
 ]
@@ -105,7 +107,11 @@ def connect(
     conn.row_factory = sqlean.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     if not readonly:
-        conn.execute("PRAGMA journal_mode = WAL")
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlean.OperationalError as exc:
+            conn.close()
+            raise _unopenable(Path(target), exc) from exc
         conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute(f"PRAGMA cache_size = -{CACHE_SIZE_KIB}")
@@ -114,6 +120,24 @@ def connect(
     if vec:
         _load_vec(conn)
     return conn
+
+
+def _unopenable(path: Path, exc: Exception) -> StorageError:
+    """Why ``path`` could not be opened for writing, in words that say what to do."""
+    folder = path.parent
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return StorageError(
+            f"the data directory {folder} is read-only: {path.name} cannot be written",
+            hint="make the data directory writable (mount it read-write or fix its"
+            " permissions) and start again; nothing in it was changed",
+        )
+    mapped = storage_error(exc)
+    if mapped is not None:
+        return mapped
+    return StorageError(
+        f"cannot open database {path}: {exc}",
+        hint="check that the data directory exists and is writable",
+    )
 
 
 def _load_vec(conn: Connection) -> None:
@@ -238,12 +262,35 @@ def storage_errors() -> Iterator[None]:
                 "the database stayed busy past the timeout",
                 hint="retry shortly; another writer holds the lock",
             ) from exc
-        if "full" in text or "readonly" in text or "read-only" in text or "disk i/o" in text:
-            raise StorageError(
-                f"the data directory cannot be written: {exc}",
-                hint="free disk space or make the data directory writable; nothing was lost",
-            ) from exc
+        mapped = storage_error(exc)
+        if mapped is not None:
+            raise mapped from exc
         raise
+
+
+_UNWRITABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+_UNWRITABLE_SQLITE = ("full", "readonly", "read-only", "disk i/o")
+
+
+def storage_error(exc: BaseException) -> StorageError | None:
+    """The ``StorageError`` that ``exc`` is, when it says the data directory cannot be written.
+
+    A full disk, an exhausted quota or a read-only file system, whether SQLite or a plain file
+    write reports it; None for anything else.
+    """
+    if isinstance(exc, OSError) and exc.errno in _UNWRITABLE_ERRNOS:
+        detail = exc.strerror or str(exc)
+    elif isinstance(exc, sqlean.OperationalError) and any(
+        word in str(exc).lower() for word in _UNWRITABLE_SQLITE
+    ):
+        detail = str(exc)
+    else:
+        return None
+    return StorageError(
+        f"the data directory cannot be written: {detail}",
+        hint="free disk space or make the data directory writable, then run the command again;"
+        " everything already stored is intact",
+    )
 
 
 def attach_readonly(conn: Connection, path: Path | str, alias: str) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chatseek_core.errors import ChatseekError
 from chatseek_core.log import setup_logging
 from chatseek_core.server import ServerHandle, serve_forever
 from chatseek_core.settings import Settings, load_settings
@@ -51,7 +52,12 @@ def run(service: str, start: Callable[[Settings], Awaitable[Running]]) -> None:
         fmt=settings.log_format,
         log_dir=Path(log_dir) if log_dir else None,
     )
-    asyncio.run(_serve(settings, start))
+    try:
+        asyncio.run(_serve(settings, start))
+    except ChatseekError as exc:
+        # A service that cannot start says why in one line (its .out file and log), no traceback.
+        log.error("%s cannot start: %s (%s); %s", service, exc.message, exc.reason, exc.hint)
+        raise SystemExit(1) from None
 
 
 def main_for(service: str, start: Callable[[Settings], Awaitable[Running]]) -> Callable[[], None]:

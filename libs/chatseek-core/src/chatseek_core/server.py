@@ -30,6 +30,8 @@ from grpc_reflection.v1alpha import reflection
 from grpc_status import rpc_status
 
 from chatseek_core import deadline
+from chatseek_core.aio import in_flight, quiesce
+from chatseek_core.db import storage_error
 from chatseek_core.errors import ChatseekError, Overloaded
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "ServerHandle",
     "build_server",
     "serve_forever",
+    "shut_down",
     "status_for",
 ]
 
@@ -45,6 +48,7 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_CONCURRENT_PER_METHOD = 64
 SHUTDOWN_GRACE_S = 5.0
+QUIESCE_TIMEOUT_S = 30.0
 OVERLOAD_RETRY_S = 0.5
 # gRPC sends a status in at most 16 KiB of trailing metadata (its details base64-encoded, its
 # message percent-encoded); an error echoing an over-long input (a 10 000-character tag) is
@@ -149,6 +153,10 @@ class _Interceptor(grpc.aio.ServerInterceptor):
         exc: Exception,
     ) -> None:
         ms = (time.perf_counter() - started) * 1000
+        unwritable = None if isinstance(exc, ChatseekError) else storage_error(exc)
+        if unwritable is not None:
+            log.warning("rpc %s: %s", method, unwritable.message)
+            exc = unwritable
         if isinstance(exc, ChatseekError):
             log.info("rpc %s %s %s %.1fms", method, exc.code.name, exc.reason, ms)
             await context.abort_with_status(rpc_status.to_status(status_for(exc, self._service)))
@@ -318,7 +326,7 @@ async def serve_forever(
     on_stop: Callable[[], Awaitable[None]] | None = None,
     background: Iterable[Callable[[], Coroutine[Any, Any, None]]] = (),
 ) -> None:
-    """Serve until SIGTERM or SIGINT, then NOT_SERVING, stop background tasks, stop with grace."""
+    """Serve until SIGTERM or SIGINT, then stop: see ``shut_down``."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -327,12 +335,38 @@ async def serve_forever(
     tasks: list[asyncio.Task[None]] = [asyncio.create_task(job()) for job in background]
     await stop.wait()
     log.info("stopping")
+    await shut_down(handle, tasks, on_stop=on_stop, grace_s=SHUTDOWN_GRACE_S)
+
+
+async def shut_down(
+    handle: ServerHandle,
+    tasks: Iterable[asyncio.Task[None]],
+    *,
+    on_stop: Callable[[], Awaitable[None]] | None,
+    grace_s: float | None,
+    quiesce_s: float = QUIESCE_TIMEOUT_S,
+) -> None:
+    """Stop in the order that keeps every SQLite handle valid while a thread may use it.
+
+    NOT_SERVING; the server stops taking calls and lets running ones finish (``grace_s``);
+    background tasks are cancelled; then every blocking call already in a thread is waited for
+    (``aio.quiesce``) and only then ``on_stop`` closes connections. When threads are still
+    busy after ``quiesce_s``, ``on_stop`` is skipped: the process exit releases the
+    files and SQLite rolls back whatever was not committed.
+    """
     handle.set_serving(False)
+    await handle.server.stop(grace_s)
     for task in tasks:
         task.cancel()
     for task in tasks:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+    if not await quiesce(quiesce_s):
+        log.warning(
+            "%d blocking call(s) still running after %.1f s; leaving connections open",
+            in_flight(),
+            quiesce_s,
+        )
+        return
     if on_stop is not None:
         await on_stop()
-    await handle.server.stop(SHUTDOWN_GRACE_S)

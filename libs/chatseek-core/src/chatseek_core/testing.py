@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 from chatseek_core.runner import Running
+from chatseek_core.server import shut_down
 from chatseek_core.settings import Settings, load_settings
 
 __all__ = ["serving", "temp_settings"]
@@ -40,12 +41,4 @@ async def serving(running: Running) -> AsyncIterator[str]:
     try:
         yield f"127.0.0.1:{running.handle.port}"
     finally:
-        running.handle.set_serving(False)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if running.on_stop is not None:
-            await running.on_stop()
-        await running.handle.server.stop(None)
+        await shut_down(running.handle, tasks, on_stop=running.on_stop, grace_s=None)

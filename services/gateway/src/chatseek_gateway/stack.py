@@ -113,6 +113,15 @@ def _service_env(settings: Settings, name: str, base: Mapping[str, str]) -> dict
     return env
 
 
+def _last_words(out: Path, limit: int = 400) -> str:
+    """``": <the last line the service printed>"``, or nothing when it printed nothing."""
+    try:
+        lines = [line for line in out.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return f": {lines[-1].strip()[:limit]}" if lines else ""
+
+
 def up(
     settings: Settings,
     *,
@@ -159,9 +168,10 @@ def up(
         for name in sorted(pending):
             child = started.get(name)
             if child is not None and child.poll() is not None:
+                printed = settings.run_dir / f"{name}.out"
                 raise StackError(
-                    f"{name} exited with code {child.returncode} while starting; "
-                    f"see {settings.run_dir / (name + '.out')}"
+                    f"{name} exited with code {child.returncode} while starting"
+                    f"{_last_words(printed)}; see {printed}"
                 )
             if check(settings.addr(name), timeout=HEALTH_TIMEOUT_S) == "SERVING":
                 pending.discard(name)

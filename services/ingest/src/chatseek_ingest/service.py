@@ -24,7 +24,7 @@ from chatseek.common.v1 import common_pb2
 from chatseek.ingest.v1 import ingest_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2_grpc
 from chatseek_core import db, feed
-from chatseek_core.aio import stream_progress, to_thread
+from chatseek_core.aio import drain, stream_progress, to_thread
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
@@ -182,6 +182,17 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     async def ImportExport(
         self, request_iterator: AsyncIterator[pb.ImportExportRequest], context: Ctx
     ) -> AsyncIterator[pb.ImportExportResponse]:
+        try:
+            async for response in self._import(request_iterator):
+                yield response
+        except Exception:
+            await drain(request_iterator)  # so that the client is told why (see ``drain``)
+            raise
+
+    async def _import(
+        self, request_iterator: AsyncIterator[pb.ImportExportRequest]
+    ) -> AsyncIterator[pb.ImportExportResponse]:
+        """Receive the uploaded export into a work folder, import it, then remove the folder."""
         tmp_root = self._deps.settings.data_dir / TMP_DIR
         tmp_root.mkdir(parents=True, exist_ok=True)
         workdir = Path(tempfile.mkdtemp(prefix="import-", dir=tmp_root))

@@ -15,6 +15,7 @@ import grpc
 
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2 as ingest_pb
+from chatseek_core.aio import drain
 from chatseek_core.client import call, decode_error
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.proto_json import document
@@ -76,6 +77,7 @@ class ArchiveFacade(FacadeBase):
             async for response in stream:
                 yield pb.ImportResponse(event=response.event)
         except grpc.aio.AioRpcError as err:
+            await drain(request_iterator)  # so that the client is told why (see ``drain``)
             raise decode_error(err, "ingest") from None
 
     async def _forward(self, stream: Any, wrap: Callable[[Any], Event]) -> AsyncIterator[Event]:
