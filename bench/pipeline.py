@@ -32,7 +32,7 @@ from typing import Any
 
 from bench.measure import peak_rss_mib, ratio, timed
 
-__all__ = ["SCALES", "pipeline_section"]
+__all__ = ["SCALES", "Stack", "pipeline_section", "stack_env", "stage_done"]
 
 SCALES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
 STAGE_TIMEOUT_S = 6 * 3600.0
@@ -49,7 +49,7 @@ STAGES = (
 )
 
 
-class _Stack:
+class Stack:
     """Service processes this benchmark started, by name; only these are ever stopped."""
 
     def __init__(self, env: dict[str, str], settings: Any) -> None:
@@ -110,7 +110,8 @@ class _Stack:
                 proc.wait(timeout=STOP_GRACE_S)
 
 
-def _env(home: Path) -> dict[str, str]:
+def stack_env(home: Path) -> dict[str, str]:
+    """The environment of a private stack under ``home``: free loopback ports, fake embedder."""
     from chatseek_core.settings import SERVICES
     from eval.run import _free_ports  # noqa: PLC2701 - one helper, not worth a module
 
@@ -150,7 +151,8 @@ def _status(settings: Any, name: str) -> dict[str, Any]:
         channel.close()
 
 
-def _done(settings: Any, stage: str) -> bool:
+def stage_done(settings: Any, stage: str) -> bool:
+    """Whether ``stage`` (unitize, lexical or vector) has consumed everything it was fed."""
     status = _status(settings, stage)
     lag = {k: int(v) for k, v in status.get("feed_lag", {}).items()}
     details = status.get("details", {})
@@ -164,7 +166,7 @@ def _done(settings: Any, stage: str) -> bool:
 def _settle(settings: Any, stage: str, since: float) -> float:
     deadline = time.monotonic() + STAGE_TIMEOUT_S
     while time.monotonic() < deadline:
-        if _done(settings, stage):
+        if stage_done(settings, stage):
             return time.perf_counter() - since
         time.sleep(POLL_S)
     raise RuntimeError(f"{stage} did not finish within {STAGE_TIMEOUT_S:.0f}s")
@@ -297,11 +299,11 @@ def pipeline_section(scale: str, progress: Callable[[str], None]) -> dict[str, A
             "chats": counts,
         }
         progress(f"pipeline {scale}: generated {sum(counts.values())} messages in {gen_s:.1f} s")
-        env = _env(home)
+        env = stack_env(home)
         settings = load_settings(env=env)
         for folder in (settings.run_dir, settings.log_dir, settings.data_dir):
             folder.mkdir(parents=True, exist_ok=True)
-        stack = _Stack(env, settings)
+        stack = Stack(env, settings)
         try:
             stack.start(STAGES[0][1])
             took, proc = timed(

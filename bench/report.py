@@ -200,6 +200,29 @@ def targets(results: dict[str, Any]) -> list[Target]:
                         lambda v: v <= 2,
                     )
                 )
+    busy = _get(results, "load", "under_import")
+    if busy is not None:
+        at = f"{results['load']['clients']} clients, {results['load']['import_messages']:,} import"
+        out.append(
+            _judge(
+                "load: failed requests (not overload) during an import",
+                "0",
+                busy["failed"],
+                at,
+                True,
+                lambda v: v == 0,
+            )
+        )
+        out.append(
+            _judge(
+                "load: `database is locked` reaching a client",
+                "0",
+                busy["database_locked"],
+                at,
+                True,
+                lambda v: v == 0,
+            )
+        )
     if results.get("scale") == "100k" and results.get("total_s"):
         out.append(
             _judge(
@@ -564,8 +587,61 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
             f" Budgets: {json.dumps(knn.get('budgets'), ensure_ascii=False)}.",
             "",
         ]
+    if results.get("load"):
+        md += _load_md(results["load"])
     md += ["## Raw results", "", f"`{results['stamp']}.json` beside this file.", ""]
     return "\n".join(md)
+
+
+def _load_md(load: dict[str, Any]) -> list[str]:
+    idle, busy = load["idle"], load["under_import"]
+    ratios = load.get("under_import_over_idle") or {}
+    md = ["## Load (gateway, loopback)", ""]
+    rows = []
+    for kind in ("hybrid", "strict", "thread"):
+        i, b = idle.get(kind) or {}, busy.get(kind) or {}
+        r = ratios.get(kind) or {}
+        rows.append(
+            [
+                kind,
+                b.get("n"),
+                b.get("p50_ms"),
+                b.get("p99_ms"),
+                i.get("n"),
+                i.get("p50_ms"),
+                i.get("p99_ms"),
+                r.get("p50_ms"),
+                r.get("p99_ms"),
+            ]
+        )
+    md += _table(
+        [
+            "requests",
+            "n under import",
+            "p50 ms",
+            "p99 ms",
+            "n idle (reference)",
+            "p50 ms",
+            "p99 ms",
+            "p50 ratio",
+            "p99 ratio",
+        ],
+        rows,
+    )
+    md += [
+        f"{load['clients']} clients for {load['load_s']:.0f} s each run. Under import:"
+        f" {busy['requests']} requests, {busy['answered']} answered,"
+        f" {busy['shed_with_retry_hint']} shed with a retry hint, {busy['failed']} failed,"
+        f" {busy['database_locked']} `database is locked`. The import of"
+        f" {_fmt(load['import_messages'])} messages took {load.get('import_s')} s"
+        f" (still running when the clients stopped: {load.get('import_running_when_load_ended')});"
+        f" the stack settled {load.get('settled_s')} s after it started. Idle reference:"
+        f" {idle['requests']} requests, {idle['failed']} failed.",
+        "",
+    ]
+    if busy.get("failures"):
+        md += ["Failures:", ""] + [f"- `{f}`" for f in busy["failures"]] + [""]
+    return md
 
 
 REFERENCES = {

@@ -11,6 +11,9 @@ Sections (``--only`` picks some; each is a module of this package):
   sentence-transformers calls on the same texts; fp32 against bf16 (``bench.embedding``).
 * ``knn`` — exact, quantised and numpy-scan KNN over MiniLM-like and random vectors, with the
   quantised path's recall@10 (``bench.knn``).
+* ``load`` — 32 gateway clients (hybrid, strict, thread reads) on an idle stack, then while an
+  import of a second archive runs: answers by status and p50/p99 latency, under import over idle
+  (``bench.load``).
 Results go to ``bench/results/<stamp>.json`` and ``<stamp>.md`` with PNG charts; ``latest.md``
 is a copy of the newest report. Timings are reported as ratios to their reference; nothing here
 asserts a timing. A section that fails is recorded as an error and the others still run.
@@ -37,7 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 SCALE_ORDER = ("10k", "100k", "1m")
 MESSAGES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
-SECTIONS = ("units", "pipeline", "embed", "knn")
+SECTIONS = ("units", "pipeline", "embed", "knn", "load")
+# The archive imported while the load clients run, per --scale.
+LOAD_IMPORT = {"10k": 20_000, "100k": 200_000, "1m": 1_000_000}
 
 
 def _machine() -> str:
@@ -119,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     def progress(line: str) -> None:
         print(f"[{time.perf_counter() - started:7.1f}s] {line}", flush=True)
 
-    from bench import embedding, knn, pipeline, units
+    from bench import embedding, knn, load, pipeline, units
 
     if "units" in sections:
         results["units"] = _section(
@@ -148,6 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     if "knn" in sections:
         results["knn"] = _section(
             results, "knn", lambda: knn.knn_section(args.scale, progress), out, progress
+        )
+    if "load" in sections:
+        results["load"] = _section(
+            results,
+            "load",
+            lambda: load.load_section(LOAD_IMPORT[args.scale], progress),
+            out,
+            progress,
         )
     results["total_s"] = round(time.perf_counter() - started, 1)
     _write(results, out)
