@@ -231,10 +231,14 @@ class Sync(Op):
         if self.ingest is not None and self.ingest.poll() is None:
             self.ingest.send_signal(signal.SIGTERM)
             self.ingest.wait(timeout=30)
+        # A CLI that found ingest down while the fake was dead may have started a real one on
+        # the fake's address (auto-start); the fake could not bind while it serves.
+        stack.stop("ingest")
         self.ingest = start_fake_ingest(stack, fault=fault)
 
     def recover(self, stack: Stack) -> None:
-        if self.ingest is None or self.ingest.poll() is not None:
+        fake = self.ingest
+        if fake is None or fake.poll() is not None or stack.pid("ingest") != fake.pid:
             self._restart_ingest(stack, None)
         stack.up()
 
