@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import sqlean
 
-from chatseek_core import db
+from chatseek_core import db, feed
 from chatseek_core.errors import SchemaTooNew, StorageError
 
 MIGRATIONS = [
@@ -120,3 +120,18 @@ def test_a_data_directory_that_cannot_be_written_is_named_with_what_to_do(
         tmp_path.chmod(0o755)
     assert "read-only" in caught.value.message
     assert "make the data directory writable" in caught.value.hint
+
+
+def test_a_producer_counts_as_attached_only_once_its_feed_exists(tmp_path: Path) -> None:
+    producer = db.connect(tmp_path / "producer.db")  # created, not migrated yet
+    pool = db.ThreadConnections(
+        tmp_path / "consumer.db", attach={"producer": tmp_path / "producer.db"}
+    )
+    try:
+        assert not pool.attached("producer")
+        producer.executescript(feed.FEED_DDL)
+        assert pool.attached("producer")
+        assert feed.head(pool.get(), "producer") == 0
+    finally:
+        pool.close()
+        producer.close()

@@ -438,9 +438,18 @@ class ThreadConnections:
         return conn
 
     def attached(self, alias: str) -> bool:
-        """Whether ``alias`` is attached on this thread's connection."""
+        """Whether ``alias`` is attached on this thread's connection and readable as a producer.
+
+        The owner creates its file before migrating it, so a file without its change feed
+        (``_feed``) yet counts as not attached: there is nothing to consume from it so far.
+        """
         conn = self.get()
-        return alias in {row[1] for row in conn.execute("PRAGMA database_list")}
+        if alias not in {row[1] for row in conn.execute("PRAGMA database_list")}:
+            return False
+        found = conn.execute(
+            f"SELECT 1 FROM {alias}.sqlite_master WHERE type = 'table' AND name = '_feed'"
+        ).fetchone()
+        return found is not None
 
     def close(self) -> None:
         """Close every connection this pool opened."""

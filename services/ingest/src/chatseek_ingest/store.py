@@ -104,6 +104,10 @@ def _mentions(message: ExportMessage) -> list[str]:
     return out
 
 
+def _json_list(values: list[str]) -> str:
+    return json.dumps(values, ensure_ascii=False) if values else "[]"
+
+
 def message_hash(message: ExportMessage) -> str:
     """A digest of everything about a message that derived stores depend on."""
     media = message.media
@@ -194,7 +198,7 @@ def store_messages(conn: Connection, account: str, messages: Sequence[ExportMess
                 json.dumps(m.reactions, ensure_ascii=False) if m.reactions else None,
                 m.service_action,
                 int(m.has_link),
-                json.dumps(_mentions(m), ensure_ascii=False),
+                _json_list(_mentions(m)),
                 digest,
             )
         )

@@ -16,14 +16,13 @@ import hashlib
 import logging
 import re
 import time
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from chatseek_core import db
 from chatseek_core.feed import Event, cursor, head, read_after, set_cursor
-from chatseek_core.text import NORMALISER_VERSION, analyse, normalise, stem
+from chatseek_core.text import NORMALISER_VERSION, normalise, stem
 from chatseek_lexical.schema import MIGRATIONS, OWNER
 
 __all__ = [
@@ -57,24 +56,7 @@ REBUILD_FETCH = 20_000
 STEM_CACHE_MAX = 500_000
 HASH_BYTES = 16
 _HASH_PERSON = f"chatseek-n{NORMALISER_VERSION}".encode()
-# The fast normaliser below reproduces chatseek_core.text.normalise for this version only.
-_FAST_NORMALISER_VERSION = 1
-
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
-# Blocks whose self-decomposing characters take the fast path: ASCII, Latin-1, Cyrillic,
-# punctuation, currency, arrows and symbols, dingbats, variation selectors, emoji.
-_FAST_BLOCKS = (
-    (0x0000, 0x00FF),
-    (0x0400, 0x04FF),
-    (0x2000, 0x206F),
-    (0x20A0, 0x20CF),
-    (0x2190, 0x27BF),
-    (0x2B00, 0x2BFF),
-    (0xFE00, 0xFE0F),
-    (0x1F000, 0x1FAFF),
-)
-# Per character these equal normalise's NFKD-and-strip-marks result.
-_CYRILLIC_FOLDS = (("й", "и"), ("Й", "И"), ("ё", "е"), ("Ё", "Е"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,55 +107,13 @@ class _StemCache(dict[str, str]):
 _stems = _StemCache()
 
 
-def _safe_class() -> re.Pattern[str]:
-    """A regex matching strings that ``normalise`` leaves alone apart from case and spaces.
-
-    Holds characters of the listed blocks that are their own NFKD form and not combining; none
-    of them composes with a neighbour under NFC (a test pins that).
-    """
-    safe = [
-        cp
-        for first, last in _FAST_BLOCKS
-        for cp in range(first, last + 1)
-        if not unicodedata.combining(chr(cp)) and unicodedata.normalize("NFKD", chr(cp)) == chr(cp)
-    ]
-    spans: list[tuple[int, int]] = []
-    for cp in safe:
-        if spans and spans[-1][1] == cp - 1:
-            spans[-1] = (spans[-1][0], cp)
-        else:
-            spans.append((cp, cp))
-    body = "".join(
-        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
-        for a, b in spans
-    )
-    return re.compile(f"[{body}]*")
-
-
-_SAFE_RE = _safe_class()
-
-
-def _normalise_fast(text: str) -> str:
-    if not text.isascii():
-        for accented, plain in _CYRILLIC_FOLDS:
-            if accented in text:
-                text = text.replace(accented, plain)
-        if _SAFE_RE.fullmatch(text) is None:
-            return normalise(text)
-    # NFKD, mark removal and NFC are the identity on safe text; split() folds as \s+ does.
-    return " ".join(text.lower().split())
-
-
 def index_columns(text: str) -> tuple[str, str]:
     """The ``(raw, stem)`` FTS columns of ``text``: ``(normalise(text), analyse(text))``.
 
-    Equal to calling the two shared functions, only faster: one normalisation, a fast path for
-    text whose characters need no Unicode decomposition (ASCII, Cyrillic, common punctuation
-    and emoji) and a dict stem cache. Property tests pin the equality.
+    Equal to calling the two shared functions, only faster: one normalisation and a dict stem
+    cache. Property tests pin the equality.
     """
-    if NORMALISER_VERSION != _FAST_NORMALISER_VERSION:
-        return normalise(text), analyse(text)
-    raw = _normalise_fast(text)
+    raw = normalise(text)
     return raw, " ".join(map(_stems.__getitem__, _WORD_RE.findall(raw)))
 
 
