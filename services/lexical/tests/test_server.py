@@ -76,7 +76,7 @@ async def test_strict_search_waits_for_the_messages_stored_before_it_arrived(
     assert [item["msg_id"] for item in found["items"]] == [1]
 
 
-async def test_strict_search_refuses_before_its_deadline_when_the_index_cannot_catch_up(
+async def test_strict_search_asks_for_a_retry_before_its_deadline_when_the_index_lags(
     quiet: tuple[Settings, Stores],
 ) -> None:
     settings, stores = quiet
@@ -93,7 +93,10 @@ async def test_strict_search_refuses_before_its_deadline_when_the_index_cannot_c
         finally:
             writer.execute("ROLLBACK")
             writer.close()
-    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert decode_error(caught.value).reason == "INDEX_NOT_READY"
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    decoded = decode_error(caught.value)
+    assert decoded.reason == "INDEX_BEHIND"
+    assert decoded.retry_after_s is not None and decoded.retry_after_s > 0
+    assert decoded.metadata["ingest_behind"] == "1"
     assert no_words["words_ready"] is False
     assert [item["msg_id"] for item in no_words["items"]] == [1]

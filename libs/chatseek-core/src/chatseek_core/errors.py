@@ -31,6 +31,7 @@ Anything that is not a ``ChatseekError`` is a bug and travels as INTERNAL.
     │   └── ConfirmationRequired        FAILED_PRECONDITION CONFIRMATION_REQUIRED
     ├── Unavailable                     UNAVAILABLE         UNAVAILABLE
     │   ├── DatabaseBusy                UNAVAILABLE         DATABASE_BUSY
+    │   ├── IndexBehind                 UNAVAILABLE         INDEX_BEHIND
     │   ├── ModelUnavailable            UNAVAILABLE         MODEL_UNAVAILABLE
     │   └── StorageError                UNAVAILABLE         STORAGE_ERROR
     ├── ResourceExhausted               RESOURCE_EXHAUSTED  RESOURCE_EXHAUSTED
@@ -59,6 +60,7 @@ __all__ = [
     "ExtensionsUnsupported",
     "FailedPrecondition",
     "FloodWait",
+    "IndexBehind",
     "IndexNotReady",
     "InvalidArgument",
     "InvalidValue",
@@ -242,6 +244,12 @@ class Unavailable(ChatseekError):
 
 class DatabaseBusy(Unavailable):
     reason = "DATABASE_BUSY"
+
+
+class IndexBehind(Unavailable):
+    """An index is catching up with new data (an import is running): transient, retry later."""
+
+    reason = "INDEX_BEHIND"
 
 
 class ModelUnavailable(Unavailable):

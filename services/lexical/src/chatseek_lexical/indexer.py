@@ -49,7 +49,7 @@ UNITIZE_SCHEMA = "unitize"
 MESSAGE_EVENT = "message"
 UNIT_EVENT = "unit"
 CHUNK_KIND = "conversation"
-DEFAULT_BATCH = 20_000
+DEFAULT_BATCH = 5_000
 # Unit texts run to tens of kilobytes, so unit batches stay smaller to bound memory.
 UNIT_BATCH_MAX = 2_000
 REBUILD_FETCH = 20_000
@@ -139,8 +139,9 @@ def _fts_table(kind: str) -> str:
 
 
 def apply_feeds(conn: db.Connection, *, batch: int = DEFAULT_BATCH) -> int:
-    """Index every event announced on the ingest and unitize feeds up to their current heads.
+    """Index every event announced on the ingest and unitize feeds until both are caught up.
 
+    Message batches come first: a unit batch runs only when no message event is waiting.
     Each batch of at most ``batch`` events is one transaction: FTS rows, bookkeeping and the
     cursor move together. Repeated events for one entity within a batch collapse into one.
     Events of kinds this index does not hold are consumed without effect.
@@ -166,9 +167,10 @@ def apply_feeds(conn: db.Connection, *, batch: int = DEFAULT_BATCH) -> int:
         (FEED_INGEST, INGEST_SCHEMA, _apply_message_events, batch),
         (FEED_UNITIZE, UNITIZE_SCHEMA, _apply_unit_events, min(batch, UNIT_BATCH_MAX)),
     )
-    for feed_name, schema, handler, size in feeds:
-        target = head(conn, schema)
-        position = cursor(conn, feed_name)
+    live = []
+    for feed in feeds:
+        feed_name, schema = feed[0], feed[1]
+        position, target = cursor(conn, feed_name), head(conn, schema)
         if position > target:
             log.warning(
                 "lexical cursor on %s is past the feed head (%d > %d); run a lexical reindex",
@@ -177,11 +179,19 @@ def apply_feeds(conn: db.Connection, *, batch: int = DEFAULT_BATCH) -> int:
                 target,
             )
             continue
-        while True:
-            consumed = _apply_batch(conn, feed_name, schema, handler, size, target)
-            if consumed == 0:
+        live.append(feed)
+    # Messages first: a unit batch runs only while no message waits, so a strict search that
+    # waits for the messages stored before it arrived waits behind one unit batch at most.
+    # Units (hybrid search, which says when its index is stale) catch up when messages do.
+    while True:
+        consumed = 0
+        for name, schema, handler, size in live:
+            consumed = _apply_batch(conn, name, schema, handler, size, head(conn, schema))
+            if consumed:
                 break
-            total += consumed
+        if consumed == 0:
+            break
+        total += consumed
     if total:
         log.info(
             "lexical indexed %d feed events in %.0f ms",

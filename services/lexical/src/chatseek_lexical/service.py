@@ -14,7 +14,7 @@ from chatseek.lexical.v1 import lexical_service_pb2 as pb
 from chatseek.lexical.v1 import lexical_service_pb2_grpc
 from chatseek_core import db, deadline
 from chatseek_core.aio import stream_progress, to_thread
-from chatseek_core.errors import IndexNotReady, InvalidArgument
+from chatseek_core.errors import IndexBehind, IndexNotReady, InvalidArgument
 from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
 from chatseek_lexical import indexer, ranked, readiness
@@ -42,9 +42,10 @@ MESSAGE_SOURCES = ("", "active", "telegram", "all")
 # A strict request that needs words while the indexer is behind waits this long at most for it
 # to index every message stored when the request arrived; it keeps ANSWER_RESERVE_S of its
 # deadline for the search itself (whose own time budget is 2 s).
-CATCH_UP_MAX_S = 10.0
+CATCH_UP_MAX_S = 20.0
 CATCH_UP_POLL_S = 0.05
 ANSWER_RESERVE_S = 2.5
+BEHIND_RETRY_S = 2.0
 
 Answer = Callable[[db.Connection, bool], dict[str, Any]]
 
@@ -147,8 +148,9 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
         ``answer(conn, words_ready)`` runs the request. When the message word index lags ingest
         and the query needs words, the indexer is nudged and the request waits, within its
         deadline, until the cursor reaches the ingest head seen at arrival; then it is answered
-        with ``words_ready`` true (complete as of arrival). Only a wait that runs out, or an index
-        that must be rebuilt, refuses with IndexNotReady.
+        with ``words_ready`` true (complete as of arrival). A wait that runs out is IndexBehind
+        (UNAVAILABLE, retryable: the backlog drains by itself); an index that must be rebuilt
+        is IndexNotReady.
         """
 
         def first() -> tuple[dict[str, Any] | IndexNotReady, readiness.FeedLag]:
@@ -169,7 +171,13 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
                 metadata={"needs_rebuild": "true"},
             )
         if not await self._caught_up(lag.head):
-            raise outcome
+            raise IndexBehind(
+                f"the message word index is still {lag.behind} change(s) behind the messages"
+                " stored when this search arrived (an import is being indexed)",
+                hint="retry shortly, or search without text terms meanwhile",
+                retry_after_s=BEHIND_RETRY_S,
+                metadata={"ingest_behind": str(lag.behind)},
+            )
         return await to_thread(lambda: answer(self._conn(("ingest",)), True))
 
     async def _caught_up(self, seq: int) -> bool:
