@@ -9,6 +9,7 @@ the private chat with Bob (``me``, not completely downloaded), ``N501``/``N502``
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from chatseek_core import db
 from chatseek_core.errors import ChatseekError
 from chatseek_lexical.query import Budgets, SearchRequest, search
 from chatseek_lexical.query.envelope import Item
+from chatseek_lexical.query.limits import Deadline
 
 from .conftest_query import BOB_CHAT, EXPATS, NEWS, RICH, build_store, ts
 
@@ -575,3 +577,13 @@ def test_optional_post_filter_beside_a_required_clause_is_not_evaluated(
     tight = Budgets(candidates=0)
     envelope = search(conn, SearchRequest("+has:file OR preset:card", budgets=tight))
     assert {i.msg_id for i in envelope.items} == {4, 106}
+
+
+def test_the_time_budget_counts_the_querys_own_work_not_a_busy_machine() -> None:
+    deadline = Deadline(budget_ms=50)
+    time.sleep(0.2)  # another process has the CPU: wall time passes, this thread's does not
+    assert not deadline.expired()
+    stop = time.monotonic() + 10
+    while not deadline.expired() and time.monotonic() < stop:
+        sum(range(10_000))  # the query itself working
+    assert deadline.expired()

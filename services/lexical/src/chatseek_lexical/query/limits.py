@@ -5,7 +5,9 @@ Invariants:
   set to that name and the message naming it, never a partial answer.
 * ``Budgets`` defaults to the profile's constants; tests and operators may pass tighter ones.
 * ``Deadline`` is the single clock of one request: SQLite's progress handler and the batch loops
-  both ask it, so the time budget covers everything a request does.
+  both ask it, so the time budget covers everything a request does. It counts the CPU time of
+  the request's thread, the query's own cost: a query within budget is not refused because
+  the machine is busy (an import, other clients). The caller's gRPC deadline bounds wall time.
 """
 
 from __future__ import annotations
@@ -84,10 +86,10 @@ def exceeded(budget: str, limit: int, what: str, span: tuple[int, int] | None = 
 
 @dataclass(slots=True)
 class Deadline:
-    """The time budget of one request, measured on a monotonic clock."""
+    """The time budget of one request, in CPU time of the thread that runs it."""
 
     budget_ms: int
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float] = time.thread_time
     started: float = field(default=0.0)
 
     def __post_init__(self) -> None:
