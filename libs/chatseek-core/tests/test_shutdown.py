@@ -74,7 +74,7 @@ async def test_a_thread_busy_past_the_wait_leaves_connections_open() -> None:
     await handle.server.start()
     task = asyncio.create_task(job())
     await _until(entered)
-    await shut_down(handle, [task], on_stop=close, grace_s=None, quiesce_s=0.1)
+    assert not await shut_down(handle, [task], on_stop=close, grace_s=None, quiesce_s=0.1)
     assert closed == []
     assert in_flight() == 1
     release.set()

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_CONCURRENT_PER_METHOD = 64
 SHUTDOWN_GRACE_S = 5.0
-QUIESCE_TIMEOUT_S = 30.0
+QUIESCE_TIMEOUT_S = 10.0
 OVERLOAD_RETRY_S = 0.5
 # gRPC sends a status in at most 16 KiB of trailing metadata (its details base64-encoded, its
 # message percent-encoded); an error echoing an over-long input (a 10 000-character tag) is
@@ -325,8 +325,8 @@ async def serve_forever(
     *,
     on_stop: Callable[[], Awaitable[None]] | None = None,
     background: Iterable[Callable[[], Coroutine[Any, Any, None]]] = (),
-) -> None:
-    """Serve until SIGTERM or SIGINT, then stop: see ``shut_down``."""
+) -> bool:
+    """Serve until SIGTERM or SIGINT, then stop (see ``shut_down``); returns its answer."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -335,7 +335,7 @@ async def serve_forever(
     tasks: list[asyncio.Task[None]] = [asyncio.create_task(job()) for job in background]
     await stop.wait()
     log.info("stopping")
-    await shut_down(handle, tasks, on_stop=on_stop, grace_s=SHUTDOWN_GRACE_S)
+    return await shut_down(handle, tasks, on_stop=on_stop, grace_s=SHUTDOWN_GRACE_S)
 
 
 async def shut_down(
@@ -345,14 +345,15 @@ async def shut_down(
     on_stop: Callable[[], Awaitable[None]] | None,
     grace_s: float | None,
     quiesce_s: float = QUIESCE_TIMEOUT_S,
-) -> None:
+) -> bool:
     """Stop in the order that keeps every SQLite handle valid while a thread may use it.
 
     NOT_SERVING; the server stops taking calls and lets running ones finish (``grace_s``);
     background tasks are cancelled; then every blocking call already in a thread is waited for
     (``aio.quiesce``) and only then ``on_stop`` closes connections. When threads are still
-    busy after ``quiesce_s``, ``on_stop`` is skipped: the process exit releases the
-    files and SQLite rolls back whatever was not committed.
+    busy after ``quiesce_s`` (a long import or re-cut), ``on_stop`` is skipped and False is
+    returned: the caller ends the process without waiting for them, which is as safe as a
+    kill (SQLite rolls back what was not committed; every operation resumes on re-run).
     """
     handle.set_serving(False)
     await handle.server.stop(grace_s)
@@ -367,6 +368,7 @@ async def shut_down(
             in_flight(),
             quiesce_s,
         )
-        return
+        return False
     if on_stop is not None:
         await on_stop()
+    return True
