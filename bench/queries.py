@@ -254,7 +254,7 @@ def _strict(settings: Any, env: Mapping[str, str], progress: Callable[[str], Non
                         source="active",
                         timezone=TIMEZONE,
                         limit=LIMIT,
-                        words_ready=readiness.messages_ready(conn),
+                        words_ready=readiness.message_lag(conn).caught_up,
                     ),
                 )
 

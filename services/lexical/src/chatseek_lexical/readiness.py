@@ -25,7 +25,6 @@ __all__ = [
     "WordsStatus",
     "message_lag",
     "messages_indexed_through",
-    "messages_ready",
     "require_words_ready",
     "words_ready",
     "words_status",
@@ -117,12 +116,6 @@ def words_ready(conn: db.Connection) -> bool:
     """True only when everything stored in ingest.db and unitize.db is in the word indexes."""
     with db.storage_errors():
         return all(cursor(conn, name) == head(conn, schema) for name, schema in _FEEDS)
-
-
-def messages_ready(conn: db.Connection) -> bool:
-    """True only when every message stored in ingest.db is in the message word index."""
-    with db.storage_errors():
-        return cursor(conn, FEED_INGEST) == head(conn, INGEST_SCHEMA)
 
 
 def message_lag(conn: db.Connection) -> FeedLag:
