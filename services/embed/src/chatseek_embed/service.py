@@ -14,7 +14,7 @@ from chatseek.embed.v1 import embed_service_pb2_grpc
 from chatseek_core.aio import to_thread
 from chatseek_core.errors import ChatseekError, InvalidArgument, ModelUnavailable
 from chatseek_embed import registry
-from chatseek_embed.backends import IdentityLike, check_query, check_texts
+from chatseek_embed.backends import Embedder, IdentityLike, check_query, check_texts
 
 if TYPE_CHECKING:
     from chatseek_embed.server import Deps
@@ -59,14 +59,29 @@ class EmbedServicer(embed_service_pb2_grpc.EmbedServiceServicer):
             device=self._device,
         )
 
+    def _embedder(self) -> Embedder:
+        """The loaded embedder, or the error that kept it from loading."""
+        embedder = self._deps.embedder
+        if embedder is not None:
+            return embedder
+        cause = self._deps.embedder_error
+        if cause is None:
+            raise ModelUnavailable("no embedder is configured")
+        raise type(cause)(
+            f"no embedder: {cause.message}",
+            hint=cause.hint,
+            metadata=cause.metadata,
+            candidates=cause.candidates,
+        )
+
     async def Embed(self, request: pb.EmbedRequest, context: Ctx) -> pb.EmbedResponse:
+        embedder = self._embedder()
         role = ROLES.get(request.role)
         if role is None:
             raise InvalidArgument(
                 "role must be ROLE_QUERY or ROLE_PASSAGE", metadata={"field": "role"}
             )
         texts = check_texts(list(request.texts))
-        embedder = self._deps.embedder
         async with self._gate:
             vectors = await to_thread(embedder.embed, texts, role=role)  # type: ignore[arg-type]
         matrix = np.ascontiguousarray(vectors, dtype="<f4")
@@ -93,7 +108,7 @@ class EmbedServicer(embed_service_pb2_grpc.EmbedServiceServicer):
         self, request: pb.ListModelsRequest, context: Ctx
     ) -> pb.ListModelsResponse:
         response = pb.ListModelsResponse(
-            embedder=self._identity(self._deps.embedder.identity),
+            embedder=self._identity(self._embedder().identity),
             reranker_error=self._deps.reranker_error,
         )
         if self._deps.reranker is not None:

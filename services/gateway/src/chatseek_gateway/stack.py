@@ -131,6 +131,9 @@ def up(
 ) -> list[ServiceState]:
     """Start every service not already SERVING and wait until all are.
 
+    A start that fails stops the services this call started (those already running before it
+    are left alone), so a failed ``up`` leaves nothing behind.
+
     Raises:
         StackError: a service exited or did not become SERVING in time (names it and points at
             its output file).
@@ -162,6 +165,22 @@ def up(
         started[name] = proc
         if on_progress:
             on_progress(f"started {name} (pid {proc.pid})")
+    try:
+        _wait_serving(settings, started, timeout_s, on_progress)
+    except BaseException:
+        _stop(settings, {name: proc.pid for name, proc in started.items()}, DOWN_GRACE_S)
+        for proc in started.values():
+            proc.poll()  # reap
+        raise
+    return status(settings)
+
+
+def _wait_serving(
+    settings: Settings,
+    started: Mapping[str, subprocess.Popen[bytes]],
+    timeout_s: float,
+    on_progress: Callable[[str], None] | None,
+) -> None:
     deadline = time.monotonic() + timeout_s
     pending = set(SERVICES)
     while pending:
@@ -184,19 +203,20 @@ def up(
             )
         if pending:
             time.sleep(POLL_S)
-    return status(settings)
 
 
 def down(settings: Settings, *, grace_s: float = DOWN_GRACE_S) -> list[str]:
     """Stop every service this stack started; returns the names stopped."""
+    pids = {name: pid for name in SERVICES if (pid := _read_pid(settings, name)) is not None}
+    return _stop(settings, pids, grace_s)
+
+
+def _stop(settings: Settings, pids: Mapping[str, int], grace_s: float) -> list[str]:
+    """SIGTERM each process group, SIGKILL what outlives ``grace_s``, drop their pid files."""
     stopped = []
-    pids: dict[str, int] = {}
-    for name in SERVICES:
-        pid = _read_pid(settings, name)
-        if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGTERM)
-            pids[name] = pid
+    for pid in pids.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while any(_alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
         time.sleep(POLL_S)
@@ -208,7 +228,7 @@ def down(settings: Settings, *, grace_s: float = DOWN_GRACE_S) -> list[str]:
     deadline = time.monotonic() + grace_s
     while any(_alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
         time.sleep(POLL_S)
-    for name in SERVICES:
+    for name in pids:
         with contextlib.suppress(FileNotFoundError):
             _pid_file(settings, name).unlink()
     return stopped

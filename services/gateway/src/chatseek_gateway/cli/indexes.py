@@ -93,7 +93,9 @@ def _models(args: argparse.Namespace) -> int:
         return 0
     if args.action == "list":
         for m in doc["models"]:
-            flags = ("cached " if m["cached"] else "") + ("configured" if m["configured"] else "")
+            flags = ("installed " if m["cached"] else "") + (
+                "configured" if m["configured"] else ""
+            )
             print(
                 f"{m['name']:<42} {m['kind']:<7} {m['dim'] or '':>5} {m['languages']:<13} {flags}"
             )

@@ -119,6 +119,10 @@ def _status(args: argparse.Namespace) -> int:
             f"{svc['name']:<8} {svc['address']:<22} {svc['health']:<12} "
             f"v{svc.get('version', '?'):<7} schema {svc.get('schema_version', 0):<3} lag {lag_text}"
         )
+        if svc.get("error"):
+            details = svc.get("details") or {}
+            hint = f" ({details['hint']})" if details.get("hint") else ""
+            print(f"         ! {svc['error']}: {details.get('message', '')}{hint}")
     return 0
 
 

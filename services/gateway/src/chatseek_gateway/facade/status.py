@@ -75,6 +75,7 @@ class StatusFacade(FacadeBase):
             )
         except ChatseekError as exc:
             entry["error"] = exc.reason
+            entry["details"] = {"message": exc.message, "hint": exc.hint}
             return entry
         status = response.status
         entry.update(
