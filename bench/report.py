@@ -173,6 +173,38 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 lambda v: v < 10,
             )
         )
+    models = results.get("models") or {}
+    if models:
+        out.append(
+            _judge(
+                "default embedder, service, unit-like texts/s",
+                ">= 20",
+                models.get("service_units_per_s"),
+                f"MiniLM bf16 {models.get('minilm_bf16_units_per_s')}/s",
+                True,
+                lambda v: v >= 20,
+            )
+        )
+        out.append(
+            _judge(
+                "query embedding p50 through the service (ms)",
+                "<= 30",
+                (models.get("query_service_ms") or {}).get("p50_ms"),
+                "one query a call",
+                True,
+                lambda v: v <= 30,
+            )
+        )
+        out.append(
+            _judge(
+                "embed service peak RSS (MiB)",
+                "<= 1228",
+                models.get("service_peak_rss_mib"),
+                "after the throughput and latency runs",
+                True,
+                lambda v: v <= 1228,
+            )
+        )
     knn = results.get("knn") or {}
     for name in ("clustered", "gaussian"):
         for size, entry in sorted((knn.get(name) or {}).items(), key=lambda kv: int(kv[0])):
@@ -543,6 +575,9 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
             " interleaved rounds.",
             "",
         ]
+    models = results.get("models")
+    if models:
+        md += _models_md(models)
     knn = results.get("knn")
     if knn:
         md += ["## KNN (384-d, k=10)", ""]
@@ -591,6 +626,47 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
         md += _load_md(results["load"])
     md += ["## Raw results", "", f"`{results['stamp']}.json` beside this file.", ""]
     return "\n".join(md)
+
+
+def _models_md(m: dict[str, Any]) -> list[str]:
+    name = (m.get("model") or {}).get("name", "?")
+    md = [f"## The default embedder ({name}) beside MiniLM", ""]
+    rows = []
+    for key, label in (("units", "unit-like texts"), ("ru", "Russian unit-like texts")):
+        texts = (m.get("texts") or {}).get(key)
+        chars = (m.get("mean_chars") or {}).get(key)
+        reference = m.get(f"minilm_bf16_{key}_per_s")
+        for variant, what in (("service", "embed service, gRPC"), ("in_process", "in-process")):
+            rows.append(
+                [
+                    f"{what}: {texts} {label} of {chars} chars",
+                    m.get(f"{variant}_{key}_per_s"),
+                    "all-MiniLM-L6-v2 bf16, direct",
+                    reference,
+                ]
+            )
+    md += _table(["figure", "texts/s", "reference", "reference texts/s"], rows)
+    service_q, local_q = m.get("query_service_ms") or {}, m.get("query_in_process_ms") or {}
+    md += [
+        f"Query embedding: p50 {service_q.get('p50_ms')} ms / p95 {service_q.get('p95_ms')} ms"
+        f" through the service, p50 {local_q.get('p50_ms')} ms in-process."
+        f" Embed service peak RSS {m.get('service_peak_rss_mib')} MiB (started in"
+        f" {m.get('service_start_s')} s). Precision {m.get('in_process_precision')},"
+        f" torch threads {m.get('torch_threads')}, best of {m.get('rounds')} interleaved rounds.",
+        "",
+    ]
+    datasets = m.get("datasets") or {}
+    if datasets:
+        md += _table(
+            ["data set", "units", "import s", "word indexes ready s", "every unit embedded s"],
+            [
+                [n, d["units"], d["import_s"], d["words_ready_s"], d["all_embedded_s"]]
+                for n, d in datasets.items()
+            ],
+        )
+    elif m.get("datasets_skipped"):
+        md += [f"Data-set times skipped: {m['datasets_skipped']}.", ""]
+    return md
 
 
 def _load_md(load: dict[str, Any]) -> list[str]:

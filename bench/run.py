@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 SCALE_ORDER = ("10k", "100k", "1m")
 MESSAGES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
-SECTIONS = ("units", "pipeline", "embed", "knn", "load")
+SECTIONS = ("units", "pipeline", "embed", "models", "knn", "load")
 # The archive imported while the load clients run, per --scale.
 LOAD_IMPORT = {"10k": 20_000, "100k": 200_000, "1m": 1_000_000}
 
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     def progress(line: str) -> None:
         print(f"[{time.perf_counter() - started:7.1f}s] {line}", flush=True)
 
-    from bench import embedding, knn, load, pipeline, units
+    from bench import embedding, knn, load, models, pipeline, units
 
     if "units" in sections:
         results["units"] = _section(
@@ -149,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     if "embed" in sections:
         results["embed"] = _section(
             results, "embed", lambda: embedding.embedding_section(progress), out, progress
+        )
+    if "models" in sections:
+        results["models"] = _section(
+            results, "models", lambda: models.models_section(progress), out, progress
         )
     if "knn" in sections:
         results["knn"] = _section(

