@@ -26,7 +26,7 @@ from chatseek_embed.registry import (
     resolve_model,
     verify,
 )
-from chatseek_embed.runtime import _cpu_bf16_supported
+from chatseek_embed.runtime import cpu_bf16_supported
 
 DEMO_EXPORT = Path(__file__).resolve().parents[3] / "demo" / "export" / "result.json"
 MIN_COSINE = 0.999
@@ -99,7 +99,7 @@ def test_fp32_matches_the_engine(
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
 
 
-@pytest.mark.skipif(not _cpu_bf16_supported(), reason="this CPU has no native bf16")
+@pytest.mark.skipif(not cpu_bf16_supported(), reason="this CPU has no native bf16")
 def test_bf16_matches_the_engine(corpus: list[str], engine_vectors: np.ndarray) -> None:
     bf16 = load_bundled_embedder(device="cpu", precision="bf16")
     ours = bf16.embed(corpus, role="passage")

@@ -34,14 +34,17 @@ from chatseek_embed.e5q4 import BLOCK, E5Header, E5Image, E5Tokenizer, dequantis
 from chatseek_embed.registry import BUNDLED_E5, BUNDLED_E5_FILE, bundled_e5_path, bundled_revision
 from chatseek_embed.runtime import (
     BF16_MIN_COSINE,
+    BF16_MIN_SPEEDUP,
+    CALIBRATION_TEXTS,
     DTYPES,
     PrecisionChoice,
     check_finite,
     check_precision,
-    choose_cpu_precision,
+    cpu_bf16_supported,
     explicit_or_default,
     min_cosine,
     resolve_device,
+    timed,
 )
 
 __all__ = ["BUNDLED_MODEL", "BundledEmbedder", "E5Encoder", "load_bundled_embedder"]
@@ -52,15 +55,15 @@ BUNDLED_MODEL = BUNDLED_E5
 PROMPTS = {"query": "query: ", "passage": "passage: "}
 SPECIAL_TOKENS = 2  # <s> and </s> around every window
 # Tokens per forward pass. Windows are packed end to end (no padding), so this bounds the
-# activations: 16k tokens x 1,536 FF width in bf16 is about 50 MB.
-PACKED_TOKENS = {"cpu": 16384, "mps": 32768, "cuda": 65536}
+# activations: 8k tokens x 1,536 FF width in bf16 is about 25 MB a tensor.
+PACKED_TOKENS = {"cpu": 8192, "mps": 32768, "cuda": 65536}
 
 
 # --- the encoder ---
 
 
 class _Layer(nn.Module):
-    def __init__(self, image: E5Image, index: int) -> None:
+    def __init__(self, image: E5Image, index: int, dtype: torch.dtype) -> None:
         super().__init__()
         h = image.header
         self.heads = h.heads
@@ -69,8 +72,8 @@ class _Layer(nn.Module):
 
         def linear(name: str, cols: int) -> nn.Linear:
             scales, nibbles = image.q4[prefix + name + ".w"]
-            weight = torch.from_numpy(dequantise(scales, nibbles, cols))
-            bias = torch.from_numpy(image.f32[prefix + name + ".b"].copy())
+            weight = torch.from_numpy(dequantise(scales, nibbles, cols)).to(dtype)
+            bias = torch.from_numpy(image.f32[prefix + name + ".b"].copy()).to(dtype)
             layer = nn.Linear(weight.shape[1], weight.shape[0])
             layer.weight = nn.Parameter(weight, requires_grad=False)
             layer.bias = nn.Parameter(bias, requires_grad=False)
@@ -80,8 +83,8 @@ class _Layer(nn.Module):
         self.out = linear("ao", h.hidden)
         self.ff_in = linear("fi", h.hidden)
         self.ff_out = linear("fo", h.ff)
-        self.norm1 = _norm(image, prefix + "aln", h.hidden)
-        self.norm2 = _norm(image, prefix + "oln", h.hidden)
+        self.norm1 = _norm(image, prefix + "aln", h.hidden, dtype)
+        self.norm2 = _norm(image, prefix + "oln", h.hidden, dtype)
 
     def forward(self, x: torch.Tensor, spans: list[tuple[int, int]]) -> torch.Tensor:
         tokens, hidden = x.shape
@@ -105,10 +108,10 @@ def _fused(parts: list[nn.Linear]) -> nn.Linear:
     return fused
 
 
-def _norm(image: E5Image, name: str, width: int) -> nn.LayerNorm:
+def _norm(image: E5Image, name: str, width: int, dtype: torch.dtype) -> nn.LayerNorm:
     norm = nn.LayerNorm(width, eps=image.header.eps)
-    norm.weight = nn.Parameter(torch.from_numpy(image.f32[name + ".w"].copy()), False)
-    norm.bias = nn.Parameter(torch.from_numpy(image.f32[name + ".b"].copy()), False)
+    norm.weight = nn.Parameter(torch.from_numpy(image.f32[name + ".w"].copy()).to(dtype), False)
+    norm.bias = nn.Parameter(torch.from_numpy(image.f32[name + ".b"].copy()).to(dtype), False)
     return norm
 
 
@@ -122,7 +125,7 @@ class E5Encoder(nn.Module):
     word_nibbles: torch.Tensor
     word_scale_bits: torch.Tensor
 
-    def __init__(self, image: E5Image) -> None:
+    def __init__(self, image: E5Image, dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
         h: E5Header = image.header
         self.header = h
@@ -136,11 +139,11 @@ class E5Encoder(nn.Module):
             torch.from_numpy(np.asarray(nibbles).reshape(h.vocab, blocks, BLOCK // 2).copy()),
         )
         positions = image.f32["emb.pos"].reshape(h.positions, h.hidden)
-        self.positions = nn.Parameter(torch.from_numpy(positions.copy()), requires_grad=False)
+        self.positions = nn.Parameter(torch.from_numpy(positions.copy()).to(dtype), False)
         token_type = image.f32["emb.type"].reshape(h.token_types, h.hidden)[0]
-        self.token_type = nn.Parameter(torch.from_numpy(token_type.copy()), requires_grad=False)
-        self.norm = _norm(image, "emb.ln", h.hidden)
-        self.layers = nn.ModuleList(_Layer(image, i) for i in range(h.layers))
+        self.token_type = nn.Parameter(torch.from_numpy(token_type.copy()).to(dtype), False)
+        self.norm = _norm(image, "emb.ln", h.hidden, dtype)
+        self.layers = nn.ModuleList(_Layer(image, i, dtype) for i in range(h.layers))
 
     def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:
         """Dequantised word vectors for ``ids`` (any shape), in the module's dtype."""
@@ -297,9 +300,13 @@ def _pack(
     )
 
 
-def _calibrate(encoder: E5Encoder, tokenizer: E5Tokenizer) -> tuple[E5Encoder, PrecisionChoice]:
-    from chatseek_embed.runtime import CALIBRATION_TEXTS
-
+def _calibrated(image: E5Image, tokenizer: E5Tokenizer) -> tuple[E5Encoder, PrecisionChoice]:
+    """``auto`` on a CPU: the fp32 encoder is timed, converted to bf16 in place and timed again;
+    bf16 stays when it is faster and agrees, else fp32 is built afresh (never a second copy of
+    the model in memory, so the load peak stays one model high)."""
+    encoder = E5Encoder(image, torch.float32).eval()
+    if not cpu_bf16_supported():
+        return encoder, PrecisionChoice("auto", "fp32", "this CPU has no native bf16")
     encoded = tokenizer.encode([PROMPTS["passage"] + t for t in CALIBRATION_TEXTS])
     packed = _pack(tokenizer, encoded, "cpu")
 
@@ -307,7 +314,27 @@ def _calibrate(encoder: E5Encoder, tokenizer: E5Tokenizer) -> tuple[E5Encoder, P
         with torch.inference_mode():
             return model(*packed).numpy().astype(np.float32)  # type: ignore[no-any-return]
 
-    return choose_cpu_precision(encoder, run, min_cosine, BF16_MIN_COSINE)
+    reference, fp32_s = timed(run, encoder)
+    encoder = encoder.to(torch.bfloat16)
+    result, bf16_s = timed(run, encoder)
+    agree, speedup = min_cosine(reference, result), fp32_s / bf16_s
+    numbers = {
+        "fp32_per_s": len(encoded) / fp32_s,
+        "bf16_per_s": len(encoded) / bf16_s,
+        "agreement": agree,
+    }
+    if agree >= BF16_MIN_COSINE and speedup >= BF16_MIN_SPEEDUP:
+        reason = f"bf16 is {speedup:.2f}x faster with agreement {agree:.5f}"
+        return encoder, PrecisionChoice("auto", "bf16", reason, **numbers)
+    reason = (
+        f"bf16 agreement {agree:.5f} is below {BF16_MIN_COSINE}"
+        if agree < BF16_MIN_COSINE
+        else f"bf16 is only {speedup:.2f}x faster"
+    )
+    del encoder
+    return E5Encoder(image, torch.float32).eval(), PrecisionChoice(
+        "auto", "fp32", reason, **numbers
+    )
 
 
 def load_bundled_embedder(
@@ -342,13 +369,13 @@ def _load(path: Path, device: str, requested: str) -> _LoadedEncoder:
     started = time.perf_counter()
     image = read_image(path)
     tokenizer = E5Tokenizer(image)
-    encoder = E5Encoder(image).eval()
     fixed = explicit_or_default(requested, device)
     if fixed is None:
-        encoder, choice = _calibrate(encoder, tokenizer)
+        encoder, choice = _calibrated(image, tokenizer)
     else:
         choice = fixed
-        encoder = encoder.to(DTYPES[choice.resolved])
+        encoder = E5Encoder(image, DTYPES[choice.resolved]).eval()
+    del image
     encoder = encoder.to(device)
     log.info(
         "loaded bundled embedder %s on %s in %s (%s) in %.1fs",

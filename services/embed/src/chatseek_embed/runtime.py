@@ -35,12 +35,14 @@ __all__ = [
     "PrecisionChoice",
     "check_finite",
     "check_precision",
+    "cpu_bf16_supported",
     "choose_cpu_precision",
     "explicit_or_default",
     "min_cosine",
     "plan_batches",
     "resolve_device",
     "score_agreement",
+    "timed",
 ]
 
 PrecisionName = Literal["fp32", "bf16", "fp16"]
@@ -153,7 +155,7 @@ def check_precision(precision: str) -> str:
     return value
 
 
-def _cpu_bf16_supported() -> bool:
+def cpu_bf16_supported() -> bool:
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
@@ -200,7 +202,7 @@ def check_finite(values: np.ndarray, identity: IdentityLike, precision: Precisio
         )
 
 
-def _timed(run: Callable[[M], np.ndarray], model: M) -> tuple[np.ndarray, float]:
+def timed(run: Callable[[M], np.ndarray], model: M) -> tuple[np.ndarray, float]:
     run(model)
     best = float("inf")
     out = np.zeros(0, dtype=np.float32)
@@ -217,11 +219,11 @@ def choose_cpu_precision(
     agreement: Callable[[np.ndarray, np.ndarray], float],
     min_agreement: float,
 ) -> tuple[M, PrecisionChoice]:
-    if not _cpu_bf16_supported():
+    if not cpu_bf16_supported():
         return fp32_model, PrecisionChoice("auto", "fp32", "this CPU has no native bf16")
     candidate = copy.deepcopy(fp32_model).to(torch.bfloat16)
-    reference, fp32_s = _timed(run, fp32_model)
-    result, bf16_s = _timed(run, candidate)
+    reference, fp32_s = timed(run, fp32_model)
+    result, bf16_s = timed(run, candidate)
     count = len(CALIBRATION_TEXTS)
     agree = agreement(reference, result)
     speedup = fp32_s / bf16_s
