@@ -215,3 +215,18 @@ def test_a_file_of_another_kind_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ModelUnavailable) as caught:
         read_image(other)
     assert "not an E5S1 image" in caught.value.message
+
+
+def test_passes_are_padded_to_few_shapes_and_padding_changes_no_vector(
+    fp32: BundledEmbedder,
+) -> None:
+    """oneDNN keeps a kernel per matrix shape: every pass length falls in a small set."""
+    from chatseek_embed.bundled import PACKED_TOKENS, _bucket
+
+    shapes = {_bucket(n) for n in range(1, PACKED_TOKENS["cpu"] + 1)}
+    assert len(shapes) <= 16
+    assert all(_bucket(n) >= n for n in range(1, 3000))
+    texts = ["short", "a somewhat longer passage about renting a flat near the river"]
+    together = fp32.embed(texts, role="passage")
+    alone = np.vstack([fp32.embed([t], role="passage") for t in texts])
+    assert np.allclose(together, alone, atol=1e-5)

@@ -57,6 +57,9 @@ SPECIAL_TOKENS = 2  # <s> and </s> around every window
 # Tokens per forward pass. Windows are packed end to end (no padding), so this bounds the
 # activations: 8k tokens x 1,536 FF width in bf16 is about 25 MB a tensor.
 PACKED_TOKENS = {"cpu": 8192, "mps": 32768, "cuda": 65536}
+SMALL_BUCKET = 64
+SMALL_BUCKETS_UP_TO = 512
+LARGE_BUCKET = 1024
 
 
 # --- the encoder ---
@@ -280,6 +283,17 @@ def _token_batches(windows: list[_Window], budget: int) -> list[list[_Window]]:
     return batches
 
 
+def _bucket(tokens: int) -> int:
+    """The padded length of a pass: a multiple of 64 up to 512, then of 1024.
+
+    oneDNN keeps a compiled kernel (and its buffers) per matrix shape; packing every batch to
+    its exact length made a new shape each time and the service grew by hundreds of MB. The
+    filler rows belong to no window, so they change no vector.
+    """
+    step = SMALL_BUCKET if tokens <= SMALL_BUCKETS_UP_TO else LARGE_BUCKET
+    return -(-tokens // step) * step
+
+
 def _pack(
     tok: E5Tokenizer, contents: Sequence[Sequence[int]], device: str
 ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int]]]:
@@ -293,6 +307,9 @@ def _pack(
         ids.append(tok.eos)
         positions.extend(range(len(content) + SPECIAL_TOKENS))
         spans.append((start, len(ids)))
+    filler = _bucket(len(ids)) - len(ids)
+    ids.extend([tok.pad] * filler)
+    positions.extend([0] * filler)
     return (
         torch.tensor(ids, dtype=torch.long, device=device),
         torch.tensor(positions, dtype=torch.long, device=device),
