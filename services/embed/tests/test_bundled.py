@@ -26,7 +26,7 @@ from chatseek_embed.registry import (
     resolve_model,
     verify,
 )
-from chatseek_embed.runtime import cpu_bf16_supported
+from chatseek_embed.runtime import cpu_bf16_supported, native_bf16
 
 DEMO_EXPORT = Path(__file__).resolve().parents[3] / "demo" / "export" / "result.json"
 MIN_COSINE = 0.999
@@ -230,3 +230,12 @@ def test_passes_are_padded_to_few_shapes_and_padding_changes_no_vector(
     together = fp32.embed(texts, role="passage")
     alone = np.vstack([fp32.embed([t], role="passage") for t in texts])
     assert np.allclose(together, alone, atol=1e-5)
+
+
+@pytest.mark.skipif(not native_bf16(), reason="this CPU has no bf16 instructions")
+def test_auto_runs_bf16_where_the_cpu_has_bf16_instructions() -> None:
+    embedder = load_bundled_embedder(device="cpu", precision="auto")
+    choice = embedder.precision
+    assert choice.resolved == "bf16", choice.reason
+    assert "bf16 instructions" in choice.reason
+    assert choice.agreement is not None and choice.agreement >= MIN_COSINE

@@ -43,6 +43,7 @@ from chatseek_embed.runtime import (
     cpu_bf16_supported,
     explicit_or_default,
     min_cosine,
+    native_bf16,
     resolve_device,
     timed,
 )
@@ -318,9 +319,11 @@ def _pack(
 
 
 def _calibrated(image: E5Image, tokenizer: E5Tokenizer) -> tuple[E5Encoder, PrecisionChoice]:
-    """``auto`` on a CPU: the fp32 encoder is timed, converted to bf16 in place and timed again;
-    bf16 stays when it is faster and agrees, else fp32 is built afresh (never a second copy of
-    the model in memory, so the load peak stays one model high)."""
+    """``auto`` on a CPU: the fp32 encoder is run, converted to bf16 in place and run again;
+    bf16 stays when it agrees and the CPU has bf16 instructions (or, where oneDNN only emulates
+    bf16, when it was measured faster), else fp32 is built afresh. Never a second copy of the
+    model in memory, so the load peak stays one model high; and no timing decides on a CPU with
+    bf16 instructions, where a busy machine could otherwise pick fp32 (3x slower here)."""
     encoder = E5Encoder(image, torch.float32).eval()
     if not cpu_bf16_supported():
         return encoder, PrecisionChoice("auto", "fp32", "this CPU has no native bf16")
@@ -340,8 +343,10 @@ def _calibrated(image: E5Image, tokenizer: E5Tokenizer) -> tuple[E5Encoder, Prec
         "bf16_per_s": len(encoded) / bf16_s,
         "agreement": agree,
     }
-    if agree >= BF16_MIN_COSINE and speedup >= BF16_MIN_SPEEDUP:
-        reason = f"bf16 is {speedup:.2f}x faster with agreement {agree:.5f}"
+    native = native_bf16()
+    if agree >= BF16_MIN_COSINE and (native or speedup >= BF16_MIN_SPEEDUP):
+        why = "the CPU has bf16 instructions" if native else f"bf16 is {speedup:.2f}x faster"
+        reason = f"{why}; agreement {agree:.5f}"
         return encoder, PrecisionChoice("auto", "bf16", reason, **numbers)
     reason = (
         f"bf16 agreement {agree:.5f} is below {BF16_MIN_COSINE}"

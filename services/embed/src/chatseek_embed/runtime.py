@@ -39,6 +39,7 @@ __all__ = [
     "choose_cpu_precision",
     "explicit_or_default",
     "min_cosine",
+    "native_bf16",
     "plan_batches",
     "resolve_device",
     "score_agreement",
@@ -160,6 +161,23 @@ def cpu_bf16_supported() -> bool:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
         return False
+
+
+def native_bf16() -> bool:
+    """Whether the CPU has bf16 instructions (AVX512-BF16 or AMX), by the kernel's CPU flags.
+
+    Unlike ``cpu_bf16_supported`` (oneDNN can emulate bf16 on any AVX-512 CPU), a CPU with
+    these runs bf16 faster than fp32 whatever a timing on a busy machine says.
+    """
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        return False
+    return False
 
 
 def plan_batches(lengths: Sequence[int], token_budget: int, max_items: int) -> list[list[int]]:
