@@ -1,31 +1,64 @@
-"""Fusion experiments: fetch each ranked list once per LoCoMo question, then replay fusion variants.
+"""Fusion experiments: fetch each ranked list once per question, replay fusion rules offline, and
+choose constants by cross-validation over chats.
 
-``python -m eval.fusion_lab`` brings up the eval stack, imports LoCoMo, and for every question
-asks lexical for its unit and message lists and vector for its dense list (100 deep). Fusion
-variants are then computed offline from the same lists, so they are compared on identical
-inputs, and scored with the shared ``retrieval_eval`` metrics (R@10, R@2k, per category). This is
-how the fusion defaults in ``chatseek_core.config`` were chosen; see ``eval/FUSION.md``.
+``python -m eval.fusion_lab`` brings up an eval stack per data set (LoCoMo, Russian, tgif) on the
+default embedding model, imports it, and for every question asks lexical for its unit and message
+lists (BM25) and vector for its dense list (cosine), 100 deep. The lists are cached
+(``--cache DIR``), so every rule is compared on identical inputs, scored with the shared
+``retrieval_eval`` metrics. Rules compared:
+
+* weighted Reciprocal Rank Fusion (weights per list, constant k);
+* a convex combination of normalised scores (Bruch, Gai & Ingber 2023): each list's scores are
+  min-max scaled within its own top N, a unit absent from a list gets 0 there, and
+  ``α·words + (1 − α)·meaning (+ β·messages)`` orders the union of the lists' top N;
+* the same with a query-aware α: when the question's script (Cyrillic or Latin) differs from the
+  script most of its chat's top units are written in, words cannot match and α drops to ``α_x``.
+
+Honest tuning: questions are split into five folds by chat (across the three data sets). For each
+fold the rule and constants that score best on the other folds (mean nDCG@10 over the data sets,
+each data set weighing the same) are applied to it; the pooled held-out rows are the reported
+figures. The in-sample best is printed too, beside it, only to show the gap.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from eval.run import EVAL_DATA, Stack, _import_all, _load_tool
+from eval.run import DEFAULT_MODEL, EVAL_DATA, Stack, _import_all, _load_tool
 
 DEPTH = 100
 K = 10
+FOLDS = 5
+DATASETS = ("locomo", "ru", "tgif")
+KINDS = ["window", "thread", "post"]
+CYRILLIC = range(0x0400, 0x0500)
+SCRIPT_SAMPLE = 5
 
 Lists = dict[str, list[tuple[int, float]]]
+Rule = Callable[[Lists, dict[str, Any]], list[int]]
 
 
-def _collect(stack: Stack, chat_ids: dict[str, list[int]]) -> list[dict[str, Any]]:
+# --- collecting the lists ---
+
+
+def _exports(dataset: str) -> Path:
+    return EVAL_DATA / dataset / ("merged" if dataset == "tgif" else "exports")
+
+
+def _queries(dataset: str) -> list[dict[str, Any]]:
+    lines = (EVAL_DATA / dataset / "queries.jsonl").read_text().splitlines()
+    return [q for q in map(json.loads, filter(str.strip, lines)) if q.get("gold_message_ids")]
+
+
+def _collect(stack: Stack, dataset: str, chat_ids: dict[str, list[int]]) -> list[dict[str, Any]]:
     from chatseek.common.v1 import common_pb2
     from chatseek.lexical.v1 import lexical_service_pb2 as lpb
     from chatseek.lexical.v1 import lexical_service_pb2_grpc
@@ -37,17 +70,10 @@ def _collect(stack: Stack, chat_ids: dict[str, list[int]]) -> list[dict[str, Any
         sync_channel(stack.settings.addr("lexical"))
     )
     vector = vector_service_pb2_grpc.VectorServiceStub(sync_channel(stack.settings.addr("vector")))
-    queries = [
-        json.loads(line)
-        for line in (EVAL_DATA / "locomo" / "queries.jsonl").read_text().splitlines()
-        if line.strip()
-    ]
     out = []
-    for q in queries:
-        if not q.get("gold_message_ids"):
-            continue
+    for q in _queries(dataset):
         chats = chat_ids[q["chat_folder"]]
-        flt = lpb.ListFilter(chat_ids=chats, kinds=["window", "thread", "post"])
+        flt = lpb.ListFilter(chat_ids=chats, kinds=KINDS)
         words = lexical.UnitList(lpb.UnitListRequest(query=q["question"], filter=flt, limit=DEPTH))
         msgs = lexical.MessageList(
             lpb.MessageListRequest(query=q["question"], filter=flt, limit=DEPTH)
@@ -56,7 +82,7 @@ def _collect(stack: Stack, chat_ids: dict[str, list[int]]) -> list[dict[str, Any
             vpb.KnnRequest(
                 query=q["question"],
                 chat_ids=chats,
-                kinds=["window", "thread", "post"],
+                kinds=KINDS,
                 k=DEPTH,
                 range=common_pb2.TimeRange(),
             )
@@ -82,98 +108,262 @@ def _units(stack: Stack) -> dict[int, dict[str, Any]]:
     return {int(r[0]): {"ids": json.loads(r[1]), "text": r[2]} for r in rows}
 
 
-def rrf_variant(weights: dict[str, float], k: int = 60) -> Callable[[Lists], list[int]]:
-    def fuse(lists: Lists) -> list[int]:
+def gather(dataset: str, cache: Path | None) -> dict[str, Any]:
+    """The lists of every question of ``dataset`` and the text of every unit (cached)."""
+    path = cache / f"lab-{dataset}.json" if cache is not None else None
+    if path is not None and path.exists():
+        data: dict[str, Any] = json.loads(path.read_text())
+        data["units"] = {int(k): v for k, v in data["units"].items()}
+        return data
+    with (
+        tempfile.TemporaryDirectory(prefix="chatseek-lab-") as home,
+        Stack(Path(home), "", DEFAULT_MODEL) as stack,
+    ):
+        folders = [(p.name, p) for p in sorted(_exports(dataset).iterdir()) if p.is_dir()]
+        ids = _import_all(stack, folders)
+        stack.settle()
+        data = {"collected": _collect(stack, dataset, ids), "units": _units(stack)}
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, ensure_ascii=False))
+    return data
+
+
+# --- the rules ---
+
+
+def rrf_rule(weights: dict[str, float], k: int = 60) -> Rule:
+    """Weighted RRF: Σ weight / (k + rank)."""
+
+    def fuse(lists: Lists, _: dict[str, Any]) -> list[int]:
         scores: dict[int, float] = defaultdict(float)
         for name, ranked in lists.items():
-            for rank, (unit_id, _) in enumerate(ranked, start=1):
-                scores[unit_id] += weights.get(name, 1.0) / (k + rank)
-        return sorted(scores, key=lambda u: -scores[u])
+            weight = weights.get(name, 0.0)
+            if weight <= 0:
+                continue
+            for rank, (unit_id, _score) in enumerate(ranked, start=1):
+                scores[unit_id] += weight / (k + rank)
+        return sorted(scores, key=lambda u: (-scores[u], u))
 
     return fuse
 
 
-def _evaluate(
-    tool: Any,
-    collected: list[dict[str, Any]],
-    units: dict[int, dict[str, Any]],
-    fuse: Callable[[Lists], list[int]],
-) -> dict[str, Any]:
-    rows = []
-    texts_cache: dict[str, dict[int, str]] = {}
-    for item in collected:
-        q = item["q"]
-        folder = q["chat_folder"]
-        if folder not in texts_cache:
-            texts_cache[folder] = tool.export_texts(
-                str(EVAL_DATA / "locomo" / "exports" / folder / "result.json")
-            )
-        ranked = [u for u in fuse(item["lists"]) if u in units][:K]
-        hits = [units[u] for u in ranked]
-        metrics = tool.score_query(q["gold_message_ids"], hits, K, texts_cache[folder], "auto")
-        rows.append(
-            {
-                "category": "adversarial" if q.get("adversarial") else q["category"],
-                "adversarial": bool(q.get("adversarial")),
-                "metrics": metrics,
-                "latency_s": None,
-            }
-        )
-    by_cat: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        by_cat[row["category"]].append(row)
-    summary = {c: tool.aggregate(r) for c, r in sorted(by_cat.items()) if c != "adversarial"}
-    summary["overall"] = tool.aggregate([r for r in rows if not r["adversarial"]])
-    return summary
+def _scaled(ranked: list[tuple[int, float]], top: int) -> dict[int, float]:
+    head = ranked[:top]
+    if not head:
+        return {}
+    values = [s for _, s in head]
+    low, high = min(values), max(values)
+    span = high - low
+    return {u: (s - low) / span if span > 0 else 1.0 for u, s in head}
 
 
-def variants() -> dict[str, Callable[[Lists], list[int]]]:
-    """The fusion rules compared."""
-    out: dict[str, Callable[[Lists], list[int]]] = {
-        "words only": rrf_variant({"words": 1, "messages": 0, "meaning": 0}),
-        "words+messages": rrf_variant({"words": 1, "messages": 1, "meaning": 0}),
-        "rrf equal": rrf_variant({"words": 1, "messages": 1, "meaning": 1}),
+def _script(text: str) -> str:
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return ""
+    cyrillic = sum(1 for ch in letters if ord(ch) in CYRILLIC)
+    return "cyrillic" if cyrillic * 2 >= len(letters) else "latin"
+
+
+def convex_rule(
+    alpha: float, beta: float = 0.0, alpha_cross: float | None = None, top: int = 100
+) -> Rule:
+    """α·words + (1 − α)·meaning + β·messages over min-max scaled top-``top`` scores; with
+    ``alpha_cross``, α becomes that when the question's script differs from its chat's."""
+
+    def fuse(lists: Lists, context: dict[str, Any]) -> list[int]:
+        a = alpha
+        if alpha_cross is not None and context.get("cross_script"):
+            a = alpha_cross
+        words = _scaled(lists.get("words", []), top)
+        meaning = _scaled(lists.get("meaning", []), top)
+        messages = _scaled(lists.get("messages", []), top)
+        pool = set(words) | set(meaning) | (set(messages) if beta > 0 else set())
+        scores = {
+            u: a * words.get(u, 0.0) + (1 - a) * meaning.get(u, 0.0) + beta * messages.get(u, 0.0)
+            for u in pool
+        }
+        return sorted(scores, key=lambda u: (-scores[u], u))
+
+    return fuse
+
+
+def rules() -> dict[str, Rule]:
+    """Every rule and constant compared."""
+    out: dict[str, Rule] = {
+        "words only": rrf_rule({"words": 1}),
+        "meaning only": rrf_rule({"meaning": 1}),
+        "rrf today (words 1, meaning 0.25, k 60)": rrf_rule({"words": 1, "meaning": 0.25}),
     }
-    for w in (0.25, 0.5, 0.75):
-        out[f"rrf meaning {w}"] = rrf_variant({"words": 1, "messages": 1, "meaning": w})
-    for k in (10, 20):
-        out[f"rrf k={k}"] = rrf_variant({"words": 1, "messages": 1, "meaning": 1}, k=k)
+    for w in (0.5, 0.75, 1.0, 1.5):
+        for k in (10, 30, 60):
+            out[f"rrf meaning {w} k {k}"] = rrf_rule({"words": 1, "meaning": w}, k)
+    for alpha in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
+        out[f"convex a {alpha}"] = convex_rule(alpha)
+        out[f"convex a {alpha} msgs 0.1"] = convex_rule(alpha, beta=0.1)
+        for cross in (0.0, 0.1, 0.2):
+            if cross < alpha:
+                out[f"convex a {alpha} cross {cross}"] = convex_rule(alpha, alpha_cross=cross)
     return out
 
 
-def _gather(cache: Path | None) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
-    if cache is not None and cache.exists():
-        data = json.loads(cache.read_text())
-        return data["collected"], {int(k): v for k, v in data["units"].items()}
-    with (
-        tempfile.TemporaryDirectory(prefix="chatseek-lab-") as home,
-        Stack(Path(home), "") as stack,
-    ):
-        folders = [
-            (f"locomo/{p.name}", p)
-            for p in sorted((EVAL_DATA / "locomo" / "exports").iterdir())
-            if p.is_dir()
-        ]
-        ids = {k.split("/", 1)[1]: v for k, v in _import_all(stack, folders).items()}
-        stack.settle()
-        collected = _collect(stack, ids)
-        units = _units(stack)
-    if cache is not None:
-        cache.write_text(json.dumps({"collected": collected, "units": units}))
-    return collected, units
+# --- scoring and cross-validation ---
 
 
-def main() -> int:
-    """Collect once (or read ``--cache``), compare every variant, print a table."""
+@dataclass
+class Question:
+    dataset: str
+    fold: int
+    item: dict[str, Any]
+    context: dict[str, Any]
+
+
+def _context(item: dict[str, Any], units: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """What a query-aware rule may look at: the question's script against its chat's."""
+    question = _script(item["q"]["question"])
+    top = [u for u, _ in item["lists"]["meaning"][:SCRIPT_SAMPLE] if u in units]
+    scripts = [_script(units[u]["text"]) for u in top]
+    chat = max(set(scripts), key=scripts.count) if scripts else ""
+    return {"cross_script": bool(question and chat and question != chat)}
+
+
+def _folds(datasets: dict[str, dict[str, Any]]) -> list[Question]:
+    chats = sorted(
+        {
+            (d, item["q"]["chat_folder"])
+            for d, data in datasets.items()
+            for item in data["collected"]
+        }
+    )
+    fold_of = {chat: i % FOLDS for i, chat in enumerate(chats)}
+    out = []
+    for dataset, data in datasets.items():
+        for item in data["collected"]:
+            out.append(
+                Question(
+                    dataset,
+                    fold_of[(dataset, item["q"]["chat_folder"])],
+                    item,
+                    _context(item, data["units"]),
+                )
+            )
+    return out
+
+
+def _row(
+    tool: ModuleType,
+    q: Question,
+    units: dict[int, dict[str, Any]],
+    texts: dict[int, str],
+    rule: Rule,
+) -> dict[str, Any]:
+    ranked = [u for u in rule(q.item["lists"], q.context) if u in units][:K]
+    hits = [units[u] for u in ranked]
+    metrics = tool.score_query(q.item["q"]["gold_message_ids"], hits, K, texts, "auto")
+    question = q.item["q"]
+    return {
+        "category": "adversarial" if question.get("adversarial") else question["category"],
+        "adversarial": bool(question.get("adversarial")),
+        "metrics": metrics,
+        "latency_s": None,
+    }
+
+
+def _summary(tool: ModuleType, rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    by_cat: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    listed = list(rows)
+    for row in listed:
+        by_cat[row["category"]].append(row)
+    out = {c: tool.aggregate(r) for c, r in sorted(by_cat.items()) if c != "adversarial"}
+    out["overall"] = tool.aggregate([r for r in listed if not r["adversarial"]])
+    return out
+
+
+def _objective(scored: dict[str, list[dict[str, Any]]]) -> float:
+    """Mean nDCG@10 per data set, the data sets weighing the same (adversarial rows excluded)."""
+    means = []
+    for rows in scored.values():
+        kept = [r["metrics"]["ndcg"] for r in rows if not r["adversarial"]]
+        if kept:
+            means.append(sum(kept) / len(kept))
+    return sum(means) / len(means) if means else 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Collect (or read the cache), score every rule per question, cross-validate, print."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cache", type=Path, help="directory for the collected lists")
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--out", type=Path, help="write the tables as JSON here")
+    args = parser.parse_args(argv)
     tool = _load_tool("retrieval_eval")
-    cache = Path(sys.argv[sys.argv.index("--cache") + 1]) if "--cache" in sys.argv else None
-    collected, units = _gather(cache)
-    for name, fuse in variants().items():
-        summary = _evaluate(tool, collected, units, fuse)
-        overall = summary["overall"]
-        cats = " ".join(f"{c[:6]} {v['recall']:.3f}" for c, v in summary.items() if c != "overall")
-        print(f"{name:<22} R@10 {overall['recall']:.3f} R@2k {overall['recall_2k']:.3f} | {cats}")
-        sys.stdout.flush()
+    names = args.datasets.split(",")
+    data = {d: gather(d, args.cache) for d in names}
+    texts = {
+        (d, folder): tool.export_texts(str(_exports(d) / folder / "result.json"))
+        for d in names
+        for folder in {item["q"]["chat_folder"] for item in data[d]["collected"]}
+    }
+    questions = _folds(data)
+    table = rules()
+    # rows[rule][i]: question i's scored row under that rule
+    rows: dict[str, list[dict[str, Any]]] = {
+        name: [
+            _row(
+                tool,
+                q,
+                data[q.dataset]["units"],
+                texts[(q.dataset, q.item["q"]["chat_folder"])],
+                rule,
+            )
+            for q in questions
+        ]
+        for name, rule in table.items()
+    }
+
+    def by_dataset(name: str, keep: Callable[[int], bool]) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for i, q in enumerate(questions):
+            if keep(i):
+                out[q.dataset].append(rows[name][i])
+        return out
+
+    chosen: dict[int, str] = {}
+    held_out: list[dict[str, Any]] = [{} for _ in questions]
+    for fold in range(FOLDS):
+        train = lambda i, f=fold: questions[i].fold != f  # noqa: E731
+        best = max(table, key=lambda n: _objective(by_dataset(n, train)))
+        chosen[fold] = best
+        for i, q in enumerate(questions):
+            if q.fold == fold:
+                held_out[i] = rows[best][i]
+    report: dict[str, Any] = {"chosen_per_fold": chosen, "rules": {}, "cross_validated": {}}
+    for dataset in names:
+        report["cross_validated"][dataset] = _summary(
+            tool, (held_out[i] for i, q in enumerate(questions) if q.dataset == dataset)
+        )
+    everything = lambda i: True  # noqa: E731
+    for name in table:
+        report["rules"][name] = {
+            "objective": round(_objective(by_dataset(name, everything)), 4),
+            **{d: _summary(tool, by_dataset(name, everything)[d])["overall"] for d in names},
+        }
+    print("rule (in-sample)".ljust(44) + "".join(f"{d:>24}" for d in names))
+    for name, entry in sorted(report["rules"].items(), key=lambda kv: -kv[1]["objective"]):
+        cells = "".join(
+            f"  {entry[d]['recall']:.3f}/{entry[d]['rr']:.3f}/{entry[d]['ndcg']:.3f}" for d in names
+        )
+        print(f"{name:<44}{cells}   obj {entry['objective']:.4f}")
+    print("\nchosen per fold:", json.dumps(chosen, ensure_ascii=False))
+    for dataset, summary in report["cross_validated"].items():
+        for category, agg in summary.items():
+            print(
+                f"CV {dataset:<7} {category:<22} n {agg['n']:>4}  R@10 {agg['recall']:.3f}"
+                f"  MRR {agg['rr']:.3f}  nDCG {agg['ndcg']:.3f}  R@2k {agg['recall_2k']:.3f}"
+            )
+    if args.out is not None:
+        args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False))
     return 0
 
 

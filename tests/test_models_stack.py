@@ -93,6 +93,24 @@ def test_meaning_alone_answers_questions_across_languages(bundled: dict[str, str
     assert found >= 0.8 * len(crossing), f"{found} of {len(crossing)}"
 
 
+def test_hybrid_search_answers_questions_that_words_alone_miss(bundled: dict[str, str]) -> None:
+    """Cross-language questions whose answer BM25 does not put in its top 10: a fusion in which
+    meaning can win must still find most of them."""
+    questions = [json.loads(line) for line in QUESTIONS.read_text().splitlines()]
+    missed_by_words = []
+    for q in (q for q in questions if q["category"] == "cross-lingual"):
+        gold = set(q["gold_message_ids"])
+        words = cli_json(bundled, "search", "--mode", "lexical", "--json", "--", q["question"])
+        if _gold_rank(words["hits"], gold) is None:
+            missed_by_words.append((q["question"], gold))
+    assert missed_by_words  # the demo has such questions
+    found = sum(
+        _gold_rank(cli_json(bundled, "search", "--json", "--", question)["hits"], gold) is not None
+        for question, gold in missed_by_words
+    )
+    assert 2 * found > len(missed_by_words), f"{found} of {len(missed_by_words)}"
+
+
 def test_hybrid_search_without_a_reranker_says_nothing_about_one(bundled: dict[str, str]) -> None:
     """No reranker configured is a choice: the answer carries no warning for it."""
     doc = cli_json(bundled, "search", "--json", "--", "Who sold a city bike with a basket?")

@@ -34,9 +34,10 @@ list_depth = 100            # how deep each ranked list is fetched (at least k a
 reaction_weight = 0.05      # w in w * log1p(r) / (1 + log1p(r))
 dedup_overlap = 0.5         # drop a hit when this share of its messages is in a better hit
 snippet_chars = 600         # snippet length around the anchor message
-words_weight = 1.0          # weight of the BM25 unit list in fusion
-messages_weight = 0.0       # weight of the BM25 message list (still used to pick the anchor)
-meaning_weight = 0.25       # weight of the dense list (eval/FUSION.md says how it was chosen)
+fusion = "convex"           # "convex": weighted sum of min-max scaled scores; "rrf": weighted RRF
+words_weight = 0.5          # weight of the BM25 unit list in fusion
+messages_weight = 0.1       # weight of the BM25 message list (it also picks the anchor)
+meaning_weight = 0.5        # weight of the dense list (eval/FUSION.md says how they were chosen)
 auto_sync_after_min = 60    # the MCP search tool refreshes an index older than this
 auto_sync_budget_s = 20     # ... with a sync capped at this many seconds
 
@@ -46,6 +47,9 @@ ocr = true
 documents = true
 max_download_mb = 20        # larger files are never downloaded
 """
+
+
+FUSION_RULES = ("convex", "rrf")
 
 
 @dataclass(frozen=True)
@@ -60,9 +64,10 @@ class SearchConfig:
     reaction_weight: float = 0.05
     dedup_overlap: float = 0.5
     snippet_chars: int = 600
-    words_weight: float = 1.0
-    messages_weight: float = 0.0
-    meaning_weight: float = 0.25
+    fusion: str = "convex"
+    words_weight: float = 0.5
+    messages_weight: float = 0.1
+    meaning_weight: float = 0.5
     auto_sync_after_min: float = 60.0
     auto_sync_budget_s: float = 20.0
 
@@ -101,6 +106,14 @@ def _search_config(table: dict[str, Any], path: Path) -> SearchConfig:
                 hint=f"known keys: {', '.join(sorted(known))}",
             )
         default = getattr(SearchConfig(), key)
+        if key == "fusion":
+            if value not in FUSION_RULES:
+                raise InvalidArgument(
+                    f"{path}: [search] fusion must be one of {', '.join(FUSION_RULES)}",
+                    candidates=list(FUSION_RULES),
+                )
+            values[key] = value
+            continue
         if isinstance(default, bool) != isinstance(value, bool) or not isinstance(
             value, int | float
         ):

@@ -1,7 +1,11 @@
-"""The arithmetic of hybrid search: weighted Reciprocal Rank Fusion, normalisation, the reaction
-bonus and overlap dedup. Pure functions, no I/O.
+"""The arithmetic of hybrid search: weighted Reciprocal Rank Fusion, the convex combination of
+normalised scores, normalisation, the reaction bonus and overlap dedup. Pure functions, no I/O.
 
 * RRF: a candidate's fused score is Σ over lists of ``weight / (k + rank)``, ranks from 1.
+* Convex: each list's scores are min-max scaled within its own top ``top``; a candidate's score
+  is Σ ``weight × scaled score`` over the lists that hold it (0 where it is absent). The
+  candidates are the union of every list's top ``top``, so a unit only one list found competes
+  on its score: a strong cosine can outrank a weak keyword match.
 * Scores are min-max normalised within the candidate set: they order one answer and mean
   nothing across two searches.
 * The reaction bonus is ``w · log1p(r) / (1 + log1p(r))``: bounded by ``w``, saturating.
@@ -18,10 +22,12 @@ from dataclasses import dataclass, field
 __all__ = [
     "DEFAULT_RRF_K",
     "Fused",
+    "convex",
     "dedup",
     "minmax",
     "reaction_bonus",
     "rrf",
+    "script_of",
 ]
 
 DEFAULT_RRF_K = 60
@@ -67,6 +73,56 @@ def rrf(
     out = [f for f in fused.values() if f.by]
     out.sort(key=lambda f: (-f.score, f.unit_id))
     return out
+
+
+def convex(
+    lists: Mapping[str, Sequence[tuple[int, float]]],
+    weights: Mapping[str, float],
+    top: int = 100,
+) -> list[Fused]:
+    """Fuse scored lists by a weighted sum of min-max scaled scores; best first, ties by id.
+
+    Args:
+        lists: list name → ``(unit_id, score)`` best first (higher is better; a unit's first
+            occurrence counts).
+        weights: list name → weight; a list without a positive weight neither scores nor adds
+            candidates.
+        top: how much of each list is scaled and pooled.
+    """
+    fused: dict[int, Fused] = {}
+    for name, ranked in lists.items():
+        weight = weights.get(name, 0.0)
+        head: list[tuple[int, float]] = []
+        seen: set[int] = set()
+        for unit_id, score in ranked:
+            if unit_id not in seen:
+                seen.add(unit_id)
+                head.append((unit_id, score))
+            if len(head) >= top:
+                break
+        scaled = minmax([score for _, score in head])
+        for rank, ((unit_id, _), value) in enumerate(zip(head, scaled, strict=True), start=1):
+            entry = fused.setdefault(unit_id, Fused(unit_id=unit_id, score=0.0))
+            entry.ranks[name] = rank
+            if weight > 0:
+                entry.score += weight * value
+                entry.by.append(name)
+    out = [f for f in fused.values() if f.by]
+    out.sort(key=lambda f: (-f.score, f.unit_id))
+    return out
+
+
+CYRILLIC = range(0x0400, 0x0530)
+
+
+def script_of(text: str) -> str:
+    """``cyrillic`` or ``latin`` by the majority of the letters (Cyrillic wins a tie), or ``""``
+    when the text has no letters."""
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return ""
+    cyrillic = sum(1 for ch in letters if ord(ch) in CYRILLIC)
+    return "cyrillic" if 2 * cyrillic >= len(letters) else "latin"
 
 
 def minmax(scores: Sequence[float]) -> list[float]:

@@ -1,4 +1,9 @@
-"""Hybrid search over units: ranked lists → weighted RRF → cross-encoder rerank → dedup → hits.
+"""Hybrid search over units: ranked lists → fusion → cross-encoder rerank → dedup → hits.
+
+Fusion is ``[search] fusion``: ``convex`` (the default: a weighted sum of each list's min-max
+scaled scores over the union of the lists, so a unit found only by meaning competes on its
+cosine) or ``rrf`` (weighted Reciprocal Rank Fusion). ``eval/FUSION.md`` says how the rule and
+its weights were chosen (cross-validated over chats).
 
 Invariants:
 * Degrade, never silence: a dense list that cannot run (no vectors, another model, embed down)
@@ -6,8 +11,8 @@ Invariants:
   says so. Hits always say which lists found them (``by``).
 * Scores are within-result-set numbers: min-max normalised over the candidates, plus the
   bounded reaction bonus. They order one answer and compare across nothing else.
-* The lists are fetched ``max(k, rerank_top)`` deep; ranking never invents a unit that no list
-  returned.
+* The lists are fetched ``max(k, rerank_top, list_depth)`` deep; ranking never invents a unit
+  that no list returned.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from chatseek_core.db import Connection
 from chatseek_core.errors import ChatseekError, InvalidArgument
 from chatseek_core.links import deep_link, locator
 from chatseek_core.text import stems
-from chatseek_fusion.fuse import dedup, minmax, reaction_bonus, rrf
+from chatseek_fusion.fuse import convex, dedup, minmax, reaction_bonus, rrf
 from chatseek_fusion.store import (
     ChatInfo,
     MessageRow,
@@ -116,7 +121,7 @@ def _warning(code: str, message: str) -> dict[str, str]:
 
 async def _gather_lists(
     signals: Signals, params: SearchParams, depth: int, warnings: list[dict[str, str]]
-) -> tuple[dict[str, list[int]], dict[int, int], dict[int, float]]:
+) -> tuple[dict[str, list[tuple[int, float]]], dict[int, int], dict[int, float]]:
     want_words = params.mode in ("hybrid", "lexical")
     want_meaning = params.mode in ("hybrid", "dense")
 
@@ -130,7 +135,7 @@ async def _gather_lists(
         await asyncio.gather(words_task, msgs_task, meaning_task, return_exceptions=True)
     )
     words, msgs, meaning = results
-    lists: dict[str, list[int]] = {}
+    lists: dict[str, list[tuple[int, float]]] = {}
     best_msg: dict[int, int] = {}
     cosines: dict[int, float] = {}
     for name, result in (("words", words), ("messages", msgs)):
@@ -138,7 +143,7 @@ async def _gather_lists(
             continue
         if isinstance(result, BaseException):
             raise result
-        lists[name] = [unit_id for unit_id, _, _ in result]
+        lists[name] = [(unit_id, score) for unit_id, score, _ in result]
         if name == "messages":
             for unit_id, _, msg_id in result:
                 best_msg.setdefault(unit_id, msg_id)
@@ -147,7 +152,7 @@ async def _gather_lists(
     elif isinstance(meaning, BaseException):
         raise meaning
     elif isinstance(meaning, Neighbours):
-        lists["meaning"] = [unit_id for unit_id, _ in meaning.units]
+        lists["meaning"] = list(meaning.units)
         cosines = dict(meaning.units)
         warnings.extend(meaning.warnings)
         if meaning.embedded_only_elsewhere:
@@ -281,7 +286,12 @@ async def search(
         "messages": config.messages_weight,
         "meaning": config.meaning_weight,
     }
-    fused = rrf(lists, weights, k=config.rrf_k)
+    if config.fusion == "rrf":
+        fused = rrf(
+            {n: [u for u, _ in ranked] for n, ranked in lists.items()}, weights, k=config.rrf_k
+        )
+    else:
+        fused = convex(lists, weights, top=depth)
     pool = fused[: config.rerank_top] if rerank else fused[:depth]
     units = load_units(conn, [f.unit_id for f in pool])
     pool = [f for f in pool if f.unit_id in units]
