@@ -40,7 +40,7 @@ class Clock:
         self.now += seconds
 
     def tick(self, method: str) -> None:
-        if method == "iter_messages":
+        if method == "get_history":
             self.now += self.per_request
 
 
@@ -80,7 +80,9 @@ def channel_with(tg: FakeTelegram, count: int, *, channel_id: int = 500) -> Any:
 
 
 async def run(conn: db.Connection, tg: FakeTelegram, **kwargs: Any) -> Any:
+    """One sync as a new ingest process runs it: a fresh client whose entity cache is empty."""
     clock = kwargs.pop("clock", Clock())
+    tg.restart()
     return await sync(conn, tg, ACCOUNT, clock=clock, sleep=clock.sleep, **kwargs)
 
 
@@ -124,9 +126,11 @@ async def test_a_first_sync_does_not_reread_and_a_later_one_does(
     channel_with(tg, 5)
     await add_source(conn, tg, ACCOUNT, "@chan500")
     await run(conn, tg)
-    assert len(tg.requested("iter_messages")) == 1
+    # Oldest first, Telethon learns that a channel's history is done from an empty page.
+    assert len(tg.requested("get_history")) == 2
     await run(conn, tg)
-    assert len(tg.requested("iter_messages")) == 3
+    # One (empty) page after last_msg_id, then one page of the re-read.
+    assert len(tg.requested("get_history")) == 4
 
 
 async def test_since_starts_the_first_sync_at_that_day(
@@ -209,7 +213,7 @@ async def test_a_short_flood_wait_is_slept_through_with_the_injected_sleep(
 ) -> None:
     channel_with(tg, 4)
     await add_source(conn, tg, ACCOUNT, "@chan500")
-    tg.flood(30, method="iter_messages")
+    tg.flood(30, method="get_history")
     clock = Clock()
     report = await run(conn, tg, clock=clock)
     assert clock.slept == [30.0]
@@ -221,7 +225,7 @@ async def test_a_long_flood_wait_stops_the_run_cleanly_and_the_next_run_continue
 ) -> None:
     channel_with(tg, 6)
     await add_source(conn, tg, ACCOUNT, "@chan500")
-    tg.flood(300, at=2, method="iter_messages")
+    tg.flood(300, at=2, method="get_history")
     clock = Clock()
     report = await run(conn, tg, clock=clock, batch_size=2)
     assert report.stopped_by == "flood_wait" and report.flood_wait_s == 300
@@ -237,7 +241,7 @@ async def test_a_flood_wait_longer_than_the_budget_left_is_not_slept_through(
 ) -> None:
     channel_with(tg, 2)
     await add_source(conn, tg, ACCOUNT, "@chan500")
-    tg.flood(30, method="iter_messages")
+    tg.flood(30, method="get_history")
     clock = Clock()
     report = await run(conn, tg, clock=clock, budget_s=20)
     assert report.stopped_by == "flood_wait" and clock.slept == []
@@ -315,10 +319,10 @@ async def test_a_legacy_group_upgraded_to_a_supergroup_is_followed(
     assert (follow["type"], follow["source_id"]) == ("supergroup", "chat:-77")
     assert stored_ids(conn, new_id) == [1, 2]
     assert any("upgraded" in w for w in report.warnings)
-    before = len(tg.requested("iter_messages"))
+    before = len(tg.requested("get_history"))
     await run(conn, tg)
-    assert -77 not in tg.requested("iter_messages")[before:]
-    assert new_id in tg.requested("iter_messages")[before:]
+    assert -77 not in tg.requested("get_history")[before:]
+    assert new_id in tg.requested("get_history")[before:]
 
 
 async def test_imported_chats_are_never_fetched_even_when_a_folder_lists_them(
@@ -339,7 +343,7 @@ async def test_imported_chats_are_never_fetched_even_when_a_folder_lists_them(
         )
     await add_source(conn, tg, ACCOUNT, "folder:Expats")
     report = await run(conn, tg)
-    assert -1000000000600 not in tg.requested("iter_messages")
+    assert -1000000000600 not in tg.requested("get_history")
     assert report.new == 2 and stored_ids(conn, -1000000000600) == []
     assert chat_state(conn, -1000000000600)["source_id"] == "import:old"
 
@@ -353,7 +357,7 @@ async def test_refresh_only_never_runs_a_chats_first_sync(
     channel_with(tg, 2, channel_id=702)
     await add_source(conn, tg, ACCOUNT, "@chan702")
     report = await run(conn, tg, refresh_only=True)
-    assert -1000000000702 not in tg.requested("iter_messages")
+    assert -1000000000702 not in tg.requested("get_history")
     assert report.chats_done == 1 and report.chats_remaining == 1
     assert any("first sync" in w for w in report.warnings)
 
@@ -418,7 +422,8 @@ async def test_channel_comments_are_fetched_from_the_discussion_group_and_kept_a
         group_id,
     )
     assert comments == [(2, -1000000000900, 1, 1), (3, -1000000000900, 1, 2)]
-    assert group_id not in tg.requested("iter_messages")
+    assert group_id not in tg.requested("get_history")
+    assert tg.requested("get_replies") == [-1000000000900]
     tg.comment(channel, post.id, "late", sender=reader)
     later = await run(conn, tg)
     assert later.new == 1
@@ -472,7 +477,7 @@ async def test_a_flood_wait_while_fetching_comments_commits_the_posts_before_it(
         post = tg.send(channel, f"post {n}")
         tg.comment(channel, post.id, f"comment {n}", sender=reader)
     await add_source(conn, tg, ACCOUNT, "@daily", comments=True)
-    tg.flood(900, at=3, method="iter_messages")
+    tg.flood(900, at=2, method="get_replies")
     report = await run(conn, tg)
     assert report.stopped_by == "flood_wait"
     assert stored_ids(conn, -1000000000900) == [1]
@@ -487,7 +492,7 @@ async def test_an_unknown_error_is_not_mistaken_for_an_unavailable_chat(
 ) -> None:
     channel_with(tg, 1)
     await add_source(conn, tg, ACCOUNT, "@chan500")
-    tg.inject(errors.RPCError(request=None, message="INTERNAL"), method="iter_messages")
+    tg.inject(errors.RPCError(request=None, message="INTERNAL"), method="get_history")
     with pytest.raises(errors.RPCError):
         await run(conn, tg)
     outcome = conn.execute("SELECT outcome FROM sync_runs").fetchone()[0]
@@ -522,7 +527,7 @@ async def test_a_chat_the_session_cannot_find_is_marked_as_an_unknown_peer(
         )
     report = await run(conn, tg)
     assert [u["reason"] for u in report.unavailable] == ["UnknownPeer"]
-    assert tg.requested("iter_messages") == []
+    assert tg.requested("get_history") == []
 
 
 async def test_a_discussion_group_a_folder_lists_is_synced_whole_and_owned_by_the_folder(

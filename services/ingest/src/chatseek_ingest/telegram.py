@@ -36,11 +36,14 @@ __all__ = [
     "GENERAL_TOPIC_ID",
     "SESSIONS_DIR",
     "UNAVAILABLE_ERRORS",
+    "Fetched",
+    "FloodNotice",
     "FloodPolicy",
     "TelegramClientLike",
     "chat_record",
     "collect",
     "connected_client",
+    "fetch_messages",
     "folder_title",
     "get_folders",
     "get_linked_chat",
@@ -224,12 +227,18 @@ async def connected_client(
 # --- flood waits ---
 
 
+FloodNotice = Callable[[float], None]
+"""Told the seconds of every flood wait being slept through (0 once it is over)."""
+
+
 @dataclass
 class FloodPolicy:
     """Sleeps through short flood waits and turns longer ones into ``FloodWait``.
 
     A wait is slept through when it is at most ``threshold_s`` and ends before ``deadline``
-    (a ``clock`` reading; ``None`` = no deadline), at most ``MAX_FLOOD_RETRIES`` times in a row.
+    (a ``clock`` reading; ``None`` = no deadline), at most ``MAX_FLOOD_RETRIES`` times in a row
+    without progress in between. ``FLOOD_PREMIUM_WAIT`` (a wait Telegram imposes on accounts
+    without Premium) is treated as a flood wait. ``on_wait`` hears each wait slept through.
     """
 
     threshold_s: float = FLOOD_SLEEP_THRESHOLD_S
@@ -237,6 +246,26 @@ class FloodPolicy:
     clock: Callable[[], float] = time.monotonic
     deadline: float | None = None
     slept_s: float = field(default=0.0)
+    on_wait: FloodNotice | None = None
+
+    async def wait(self, exc: BaseException, attempt: int) -> None:
+        """Sleep through the flood wait ``exc`` (the ``attempt``-th in a row), or refuse it.
+
+        Raises:
+            FloodWait: the wait is too long, would pass the deadline, or keeps coming back.
+        """
+        seconds = float(getattr(exc, "seconds", 0) or 0)
+        too_long = seconds > self.threshold_s
+        past_deadline = self.deadline is not None and self.clock() + seconds > self.deadline
+        if too_long or past_deadline or attempt > MAX_FLOOD_RETRIES:
+            raise _flood(seconds) from exc
+        log.info("telegram flood wait of %.0f s: sleeping through it", seconds)
+        if self.on_wait is not None:
+            self.on_wait(seconds)
+        await self.sleep(seconds)
+        self.slept_s += seconds
+        if self.on_wait is not None:
+            self.on_wait(0.0)
 
     async def call(self, request: Callable[[], Awaitable[T]]) -> T:
         """Run ``request()``; retry it after sleeping through an acceptable flood wait.
@@ -245,19 +274,75 @@ class FloodPolicy:
             FloodWait: the wait is too long, would pass the deadline, or keeps coming back;
                 ``retry_after_s`` says how long Telegram asked to wait.
         """
-        for _ in range(MAX_FLOOD_RETRIES + 1):
+        attempt = 0
+        while True:
             try:
                 return await request()
             except _FLOOD_ERRORS as exc:
-                wait = float(getattr(exc, "seconds", 0) or 0)
-                too_long = wait > self.threshold_s
-                past_deadline = self.deadline is not None and self.clock() + wait > self.deadline
-                if too_long or past_deadline:
-                    raise _flood(wait) from exc
-                log.info("telegram flood wait of %.0f s: sleeping through it", wait)
-                await self.sleep(wait)
-                self.slept_s += wait
-        raise _flood(0.0)
+                attempt += 1
+                await self.wait(exc, attempt)
+
+
+@dataclass
+class Fetched:
+    """What one resumable message iteration returned, and what stopped it early.
+
+    Attributes:
+        messages: the messages in the order they came (every one Telegram sent before a stop).
+        stop: ``None`` when the iteration ran to its end; else a ``FloodWait`` too long to
+            sleep through, or the error Telegram refused the chat with (see
+            ``unavailable_reason``). What came before it is in ``messages``.
+    """
+
+    messages: list[Any]
+    stop: BaseException | None = None
+
+
+async def fetch_messages(
+    client: TelegramClientLike,
+    policy: FloodPolicy,
+    peer: Any,
+    limit: int | None,
+    *,
+    reverse: bool,
+    **kwargs: Any,
+) -> Fetched:
+    """Iterate ``client.iter_messages`` and keep every message it yields, across flood waits.
+
+    Telethon pages a history 100 messages per request, and a flood wait can strike any of
+    them. After one is slept through, the iteration starts again just after the last message
+    received (``min_id`` oldest first, ``max_id`` newest first), so nothing is fetched twice.
+    A wait the policy refuses, or a refusal of the chat mid-way, ends the iteration with what
+    came before it. Any other error propagates.
+    """
+    got: list[Any] = []
+    attempt = 0
+    while True:
+        left = None if limit is None else limit - len(got)
+        if left is not None and left <= 0:
+            return Fetched(got)
+        args = dict(kwargs)
+        if got:
+            if reverse:
+                args["min_id"] = max(int(args.get("min_id") or 0), int(got[-1].id))
+                args.pop("offset_date", None)
+            else:
+                args["max_id"] = int(got[-1].id)
+        before = len(got)
+        try:
+            async for message in client.iter_messages(peer, left, reverse=reverse, **args):
+                got.append(message)
+            return Fetched(got)
+        except _FLOOD_ERRORS as exc:
+            attempt = 1 if len(got) > before else attempt + 1
+            try:
+                await policy.wait(exc, attempt)
+            except FloodWait as stop:
+                return Fetched(got, stop)
+        except Exception as exc:
+            if unavailable_reason(exc) is None:
+                raise
+            return Fetched(got, exc)
 
 
 def _flood(wait: float) -> FloodWait:
