@@ -135,6 +135,7 @@ class FakeTelegram:
             app: starting one raises ``TakeoutInitDelayError`` with these seconds.
         takeouts: ``(takeout id, finished successfully)`` of every takeout session, in order
             (``None`` while one is open).
+        pages: ``(marked chat id, message ids newest first)`` of every history page served.
     """
 
     def __init__(
@@ -171,6 +172,7 @@ class FakeTelegram:
         self._mb_entity_cache = EntityCache()
         self.takeout_delay: int | None = None
         self.takeouts: list[tuple[int, bool | None]] = []
+        self.pages: list[tuple[int, list[int]]] = []
         self.me = types.User(
             id=me_id,
             is_self=True,
@@ -876,6 +878,7 @@ class FakeTelegram:
             max_id=request.max_id,
             min_id=request.min_id,
         )
+        self.pages.append((utils.get_peer_id(chat.entity), page))
         messages = [self._raw(source, i) for i in page]
         users, chats = self._entities_of(messages, source)
         for item in (*users, *chats):
