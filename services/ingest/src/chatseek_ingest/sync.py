@@ -34,7 +34,7 @@ from telethon.tl import types
 
 from chatseek_core import db
 from chatseek_core.aio import to_thread
-from chatseek_core.errors import FloodWait, SyncRunning
+from chatseek_core.errors import FloodWait, SyncRunning, WrongAccount
 from chatseek_ingest import store
 from chatseek_ingest.model import ExportChat, ExportMessage
 from chatseek_ingest.telegram import (
@@ -61,6 +61,7 @@ __all__ = [
     "Progress",
     "SyncProgress",
     "SyncReport",
+    "check_identity",
     "default_lock_path",
     "extend_history_range",
     "folder_members",
@@ -275,6 +276,50 @@ def _muted(dialog: Any) -> bool:
     settings = getattr(dialog.dialog, "notify_settings", None)
     until = getattr(settings, "mute_until", None)
     return until is not None and until > datetime.now(UTC)
+
+
+def check_identity(conn: db.Connection, account: str, me: Any) -> None:
+    """Make sure the session of ``account`` signs in as that account's Telegram user.
+
+    The first signed-in pass records the user (id and name) on the account; every later one
+    must sign in as the same user, and no two accounts may share one.
+
+    Raises:
+        WrongAccount: the session belongs to another user than the one recorded, or to the
+            user of another account (a session file copied or put under the wrong name).
+    """
+    user_id = int(me.id)
+    name = utils.get_display_name(me) or str(user_id)
+    hint = (
+        f"sign in again with `chatseek auth --account {account}`, or put that account's own "
+        "session file in place"
+    )
+    with db.transaction(conn):
+        store.ensure_account(conn, account)
+        row = conn.execute(
+            "SELECT user_id, display_name FROM accounts WHERE account = ?", (account,)
+        ).fetchone()
+        if row[0] is not None and int(row[0]) != user_id:
+            raise WrongAccount(
+                f"the session file of account {account!r} signs in as Telegram user {user_id} "
+                f"({name}), but account {account!r} is user {row[0]} ({row[1] or '?'})",
+                hint=hint,
+                metadata={"account": account, "user_id": str(user_id)},
+            )
+        other = conn.execute(
+            "SELECT account FROM accounts WHERE user_id = ? AND account != ?", (user_id, account)
+        ).fetchone()
+        if other is not None:
+            raise WrongAccount(
+                f"the session file of account {account!r} signs in as Telegram user {user_id} "
+                f"({name}), who is account {other[0]!r}",
+                hint=hint,
+                metadata={"account": account, "user_id": str(user_id)},
+            )
+        conn.execute(
+            "UPDATE accounts SET user_id = ?, display_name = ? WHERE account = ?",
+            (user_id, name, account),
+        )
 
 
 # --- the report ---
@@ -503,6 +548,9 @@ class _SyncRun:
 
     async def _run(self) -> None:
         try:
+            me = await self.policy.call(self.client.get_me)
+            self.self_id = int(me.id)
+            await to_thread(check_identity, self.conn, self.account, me)
             listed = await self._resolve_sources()
         except FloodWait as exc:
             self._stop("flood_wait", exc)
