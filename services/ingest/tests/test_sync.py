@@ -701,3 +701,45 @@ async def test_the_reread_catches_edited_and_deleted_comments_of_its_newest_post
         "SELECT text FROM messages WHERE chat_id = ? AND msg_id = ?", (group_id, kept.id)
     ).fetchone()[0]
     assert text == "first, corrected"
+
+
+# --- takeout ---
+
+
+async def test_a_takeout_sync_fetches_every_page_inside_one_finished_takeout_session(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel_with(tg, 150)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    report = await run(conn, tg, takeout=True)
+    assert report.takeout == "used" and report.new == 150
+    assert tg.requested("get_history") == []
+    assert len(tg.requested("takeout:get_history")) == 3
+    assert tg.takeouts == [(1, True)] and tg.session.takeout_id is None
+
+
+async def test_a_takeout_the_user_has_not_allowed_falls_back_to_ordinary_requests(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel_with(tg, 5)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    tg.takeout_delay = 86400
+    report = await run(conn, tg, takeout=True)
+    assert report.takeout == "declined" and report.new == 5 and report.stopped_by is None
+    assert tg.takeouts == [] and tg.requested("takeout:get_history") == []
+    assert any(f"account {ACCOUNT!r}" in w and "--takeout" in w for w in report.warnings)
+
+
+async def test_a_flood_wait_inside_a_takeout_stops_the_run_and_still_finishes_the_session(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel_with(tg, 250)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    tg.flood(3600, at=2, method="takeout:get_history")
+    report = await run(conn, tg, takeout=True)
+    assert report.stopped_by == "flood_wait" and stored_ids(conn, -1000000000500) == list(
+        range(1, 101)
+    )
+    assert tg.takeouts == [(1, True)]
+    resumed = await run(conn, tg, takeout=True)
+    assert resumed.new == 150 and tg.takeouts[-1] == (2, True)

@@ -374,6 +374,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                         refresh_only=request.refresh_only,
                         chat_ids=list(request.chat_ids) or None,
                         on_progress=on_progress,
+                        takeout=request.takeout,
                     )
                     return report.to_dict()
 

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from telethon import utils
+from telethon import errors, utils
 from telethon.tl import types
 
 from chatseek_core import db
@@ -338,6 +338,9 @@ class SyncReport:
         unavailable: ``{chat_id, title, reason}`` of each chat Telegram refused this run.
         flood_wait_s: the wait Telegram asked for when a flood wait stopped the run, else 0.
         stopped_by: ``"budget"`` or ``"flood_wait"`` when the run stopped early, else ``None``.
+        takeout: ``"used"`` when the run fetched through a takeout session, ``"declined"`` when
+            one was asked for and Telegram did not start it (the run went on without), else
+            ``None``.
         warnings: one sentence each, never message text.
     """
 
@@ -349,6 +352,7 @@ class SyncReport:
     unavailable: list[dict[str, Any]] = field(default_factory=list)
     flood_wait_s: float = 0.0
     stopped_by: str | None = None
+    takeout: str | None = None
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -1130,6 +1134,7 @@ async def sync(
     reread: int = REREAD_NEWEST,
     flood_threshold_s: float = FLOOD_SLEEP_THRESHOLD_S,
     lock_path: Path | None = None,
+    takeout: bool = False,
 ) -> SyncReport:
     """Fetch what is new in every source chat of ``account``, then re-read the newest.
 
@@ -1155,25 +1160,69 @@ async def sync(
         reread: how many of the newest messages a re-read covers.
         flood_threshold_s: longest flood wait slept through; a longer one stops the run.
         lock_path: the lock file; by default ``sync.lock`` beside the database file.
+        takeout: fetch through a takeout (data export) session, finished when the run ends
+            (successfully unless it raised). When Telegram does not start one (the user has
+            not allowed it in the app), the run goes on with ordinary requests and its report
+            says ``takeout: "declined"`` with a warning naming the account.
 
     Raises:
         SyncRunning: another sync or deletion pass is running.
+        WrongAccount: the session signs in as another user than the account's.
     """
     path = lock_path if lock_path is not None else default_lock_path(conn)
     with sync_lock(path):
-        run = _SyncRun(
-            conn,
-            client,
-            account,
-            budget_s=budget_s,
-            refresh_only=refresh_only,
-            chat_ids=chat_ids,
-            clock=clock,
-            sleep=sleep,
-            now=now,
-            on_progress=on_progress,
-            batch_size=batch_size,
-            reread=reread,
-            flood_threshold_s=flood_threshold_s,
+        async with contextlib.AsyncExitStack() as stack:
+            used, declined = client, None
+            if takeout:
+                used, declined = await _enter_takeout(stack, client, account)
+            report = await _run(
+                conn,
+                used,
+                account,
+                budget_s=budget_s,
+                refresh_only=refresh_only,
+                chat_ids=chat_ids,
+                clock=clock,
+                sleep=sleep,
+                now=now,
+                on_progress=on_progress,
+                batch_size=batch_size,
+                reread=reread,
+                flood_threshold_s=flood_threshold_s,
+                takeout=("declined" if declined else "used") if takeout else None,
+                warning=declined,
+            )
+        return report
+
+
+async def _enter_takeout(
+    stack: contextlib.AsyncExitStack, client: TelegramClientLike, account: str
+) -> tuple[TelegramClientLike, str | None]:
+    """The takeout client (finished when ``stack`` closes), or ``client`` and why not."""
+    try:
+        takeout_client = await stack.enter_async_context(
+            client.takeout(finalize=True, users=True, chats=True, megagroups=True, channels=True)
         )
-        return await run.execute()
+    except errors.TakeoutInitDelayError as exc:
+        return client, (
+            f"account {account!r}: Telegram did not start a data export (takeout) session and "
+            f"asks to wait {exc.seconds} s; allow the export request in the Telegram app, then "
+            "run `chatseek sync --takeout` again; this run used ordinary requests"
+        )
+    return takeout_client, None
+
+
+async def _run(
+    conn: db.Connection,
+    client: TelegramClientLike,
+    account: str,
+    *,
+    takeout: str | None,
+    warning: str | None,
+    **options: Any,
+) -> SyncReport:
+    run = _SyncRun(conn, client, account, **options)
+    run.report.takeout = takeout
+    if warning is not None:
+        run.report.warnings.append(warning)
+    return await run.execute()

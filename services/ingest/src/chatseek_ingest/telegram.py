@@ -94,7 +94,8 @@ class TelegramClientLike(Protocol):
     """The Telethon calls ingest makes; ``telethon.TelegramClient`` satisfies it as it is.
 
     ``__call__`` is used for exactly two raw requests: ``messages.GetDialogFiltersRequest``
-    (folders) and ``channels.GetFullChannelRequest`` (a channel's discussion group).
+    (folders) and ``channels.GetFullChannelRequest`` (a channel's discussion group). The
+    client ``takeout()`` yields satisfies it too.
     """
 
     session: Any
@@ -151,6 +152,12 @@ class TelegramClientLike(Protocol):
 
     async def __call__(self, request: Any) -> Any:
         """Send a raw request."""
+
+    def takeout(self, finalize: bool = True, **kinds: bool | None) -> Any:
+        """An async context manager whose client sends its requests in a takeout session.
+
+        Entering it raises ``TakeoutInitDelayError`` until the user allows the export.
+        """
 
 
 # --- sessions and the real client ---

@@ -274,6 +274,7 @@ class ArchiveFacade(FacadeBase):
                 account=account,
                 chat_ids=chat_ids,
                 refresh_only=request.refresh_only,
+                takeout=request.takeout,
             ),
             timeout=OPERATION_TIMEOUT_S,
         )

@@ -140,11 +140,16 @@ class SyncRequest(_message.Message):
     ACCOUNT_FIELD_NUMBER: _builtins.int
     CHAT_IDS_FIELD_NUMBER: _builtins.int
     REFRESH_ONLY_FIELD_NUMBER: _builtins.int
+    TAKEOUT_FIELD_NUMBER: _builtins.int
     budget_s: _builtins.float
     """Seconds the run may take; it stops between batches. 0 = unlimited."""
     account: _builtins.str
     refresh_only: _builtins.bool
     """True for a refresh started by a search: never the first sync of a chat."""
+    takeout: _builtins.bool
+    """Fetch through a takeout (data export) session; without the user's consent in the app the
+    run falls back to ordinary requests and says so in its report.
+    """
     @_builtins.property
     def chat_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Restrict to these chat ids; empty = every source."""
@@ -156,10 +161,11 @@ class SyncRequest(_message.Message):
         account: _builtins.str = ...,
         chat_ids: _abc.Iterable[_builtins.int] | None = ...,
         refresh_only: _builtins.bool = ...,
+        takeout: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "budget_s", b"budget_s", "chat_ids", b"chat_ids", "refresh_only", b"refresh_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "budget_s", b"budget_s", "chat_ids", b"chat_ids", "refresh_only", b"refresh_only", "takeout", b"takeout"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
