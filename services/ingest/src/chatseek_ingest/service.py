@@ -251,7 +251,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 handle.close()
             if start is None:
                 raise InvalidArgument("the import stream was empty", metadata={"field": "start"})
-            json_path = workdir / _safe_relative(start.json_name or "result.json")
+            json_name = start.json_name or "result.json"
+            json_path = workdir / _safe_relative(json_name)
+            label = start.json_path or str(PurePosixPath(start.folder_name or ".") / json_name)
             conn_pool = self._deps.pool
             account = self._account(start.account)
 
@@ -264,6 +266,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                     chat_title=start.chat_title or None,
                     on_progress=on_progress,
                     on_commit=committed,
+                    label=label,
                 )
                 media = read_export_media(
                     conn_pool.get(), workdir, [int(c["id"]) for c in report.chats]

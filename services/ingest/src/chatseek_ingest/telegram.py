@@ -12,11 +12,10 @@ client never sleeps through a flood wait on its own (``flood_sleep_threshold=0``
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -42,7 +41,6 @@ __all__ = [
     "TelegramClientLike",
     "chat_record",
     "collect",
-    "connected_client",
     "fetch_messages",
     "folder_title",
     "get_folders",
@@ -206,29 +204,6 @@ def open_client(session: str, api_id: int, api_hash: str) -> Any:
     return telethon.TelegramClient(
         StringSession(session), api_id, api_hash, flood_sleep_threshold=0, receive_updates=False
     )
-
-
-@contextlib.asynccontextmanager
-async def connected_client(
-    home: Path, account: str, api_id: int, api_hash: str
-) -> AsyncIterator[TelegramClientLike]:
-    """Connect a real client for ``account`` and make sure it is signed in; disconnect after.
-
-    Raises:
-        NotAuthorized: no session file, or Telegram no longer accepts the session.
-    """
-    client = open_client(read_session(home, account), api_id, api_hash)
-    await client.connect()
-    try:
-        if not await client.is_user_authorized():
-            raise NotAuthorized(
-                f"the Telegram session of account {account!r} is no longer valid",
-                hint="run `chatseek auth` to sign in again",
-                metadata={"account": account},
-            )
-        yield client
-    finally:
-        await client.disconnect()
 
 
 # --- flood waits ---

@@ -203,6 +203,7 @@ def _requests(args: argparse.Namespace, folder: Path, json_file: Path) -> Iterat
             chat_title=args.chat_title or "",
             account=args.account,
             json_size=json_file.stat().st_size,
+            json_path=str(json_file.resolve()),
         )
     )
     for file in [json_file, *_media_files(folder, json_file)]:

@@ -64,6 +64,7 @@ class ArchiveFacade(FacadeBase):
                             chat_title=s.chat_title,
                             account=s.account or account,
                             json_size=s.json_size,
+                            json_path=s.json_path,
                         )
                     )
                 else:
