@@ -743,3 +743,20 @@ async def test_a_flood_wait_inside_a_takeout_stops_the_run_and_still_finishes_th
     assert tg.takeouts == [(1, True)]
     resumed = await run(conn, tg, takeout=True)
     assert resumed.new == 150 and tg.takeouts[-1] == (2, True)
+
+
+async def test_an_album_is_stored_as_its_photos_with_one_shared_group(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel = channel_with(tg, 1)
+    photos = tg.album(channel, 3, "the flat, three rooms")
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    await run(conn, tg)
+    stored = rows(
+        conn,
+        "SELECT m.msg_id, m.grouped_id, md.kind FROM messages m JOIN media md ON md.mid = m.mid"
+        " ORDER BY m.msg_id",
+    )
+    group = photos[0].grouped_id
+    assert stored == [(p.id, group, "photo") for p in photos]
+    assert rows(conn, "SELECT grouped_id FROM messages WHERE msg_id = 1") == [(None,)]

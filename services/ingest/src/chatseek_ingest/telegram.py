@@ -907,4 +907,5 @@ def to_records(message: Any, chat: ExportChat, *, self_id: int | None = None) ->
         has_link=has_link,
         buttons=buttons,
         raw_type="service" if service else "message",
+        grouped_id=getattr(message, "grouped_id", None) if not service else None,
     )

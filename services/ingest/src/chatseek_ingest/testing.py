@@ -34,7 +34,7 @@ from telethon.tl.custom import Dialog
 from chatseek_core import db
 from chatseek_ingest.schema import MIGRATIONS, OWNER
 
-__all__ = ["FakeTelegram", "access_hash_of", "fake_factory", "ingest_db"]
+__all__ = ["FakeTelegram", "access_hash_of", "fake_factory", "ingest_db", "photo"]
 
 BASE_DATE = datetime(2024, 1, 1, tzinfo=UTC)
 MESSAGE_SPACING = timedelta(minutes=1)
@@ -173,6 +173,7 @@ class FakeTelegram:
         self.takeout_delay: int | None = None
         self.takeouts: list[tuple[int, bool | None]] = []
         self.pages: list[tuple[int, list[int]]] = []
+        self._albums = 0
         self.me = types.User(
             id=me_id,
             is_self=True,
@@ -323,11 +324,13 @@ class FakeTelegram:
         reply_markup: Any = None,
         out: bool | None = None,
         edit_date: datetime | None = None,
+        grouped_id: int | None = None,
     ) -> Any:
         """Append a message to ``chat`` and return it as Telethon would (entities attached).
 
         ``sender`` is a user or channel entity (``None``: the channel itself for a broadcast
-        post, the account otherwise). ``topic`` puts it in a forum topic.
+        post, the account otherwise). ``topic`` puts it in a forum topic. ``grouped_id`` makes
+        it part of an album (see ``album``).
         """
         target = self._chat_of(chat)
         msg_id = self._next_id(target)
@@ -352,9 +355,28 @@ class FakeTelegram:
             via_bot_id=via_bot_id,
             reply_markup=reply_markup,
             edit_date=edit_date,
+            grouped_id=grouped_id,
         )
         target.messages[msg_id] = (types.Message, kwargs)
         return self._materialise(target, msg_id)
+
+    def album(self, chat: Any, count: int, caption: str = "", *, sender: Any = None) -> list[Any]:
+        """Send an album of ``count`` photos as Telegram does: one message per photo, one shared
+        ``grouped_id``, the caption on the first; returns the messages."""
+        self._albums += 1
+        grouped = 13_000_000_000_000_000 + self._albums
+        date = self._next_date()
+        return [
+            self.send(
+                chat,
+                caption if n == 0 else "",
+                sender=sender,
+                date=date,
+                media=photo(self._albums * 100 + n),
+                grouped_id=grouped,
+            )
+            for n in range(count)
+        ]
 
     def service(
         self,
@@ -1138,6 +1160,20 @@ class _FakeTakeout:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._owner, name)
+
+
+def photo(photo_id: int, width: int = 1280, height: int = 960) -> Any:
+    """A ``MessageMediaPhoto`` as Telegram sends it (one JPEG size)."""
+    return types.MessageMediaPhoto(
+        photo=types.Photo(
+            id=photo_id,
+            access_hash=access_hash_of(photo_id),
+            file_reference=b"fake",
+            date=BASE_DATE,
+            sizes=[types.PhotoSize(type="y", w=width, h=height, size=width * height // 8)],
+            dc_id=2,
+        )
+    )
 
 
 def _reactions(counts: dict[str, int] | None) -> Any:
