@@ -204,3 +204,35 @@ async def test_sync_progress_names_the_chat_its_count_and_a_flood_wait_being_wai
         counted = [p for p in progress if p.item == "Big" and p.item_done]
         assert counted[-1].item_done == 150 and counted[-1].count == 150
         assert progress[-1].done == progress[-1].total == 1
+
+
+async def test_a_session_revoked_mid_sync_keeps_the_committed_batches_and_resumes_after_auth(
+    tmp_path: Path,
+) -> None:
+    home, work = two_accounts()
+    big = work.add_channel(700, "Big", username="big")
+    for n in range(250):
+        work.send(big, f"m {n}")
+    pages = 0
+
+    def revoke_after_the_second_page(method: str) -> None:
+        nonlocal pages
+        if method == "get_history":
+            pages += 1
+            if pages == 2:
+                work.revoke()
+
+    async with served(tmp_path, home, work) as stub:
+        sessions(stub, work=work)
+        await add(stub, "work", "@big")
+        work.on_request = revoke_after_the_second_page
+        with pytest.raises(errors.NotAuthorized) as refused:
+            await sync(stub, "work")
+        assert "'work'" in refused.value.message and "chatseek auth" in refused.value.hint
+        kept = stored(stub, "SELECT msg_id FROM messages WHERE account = 'work' ORDER BY 1")
+        assert [r[0] for r in kept] == list(range(1, 201))
+        work.on_request = None
+        work.authorized = True  # signed in again (`chatseek auth`)
+        _, report = await sync(stub, "work")
+        ids = stored(stub, "SELECT msg_id FROM messages WHERE account = 'work' ORDER BY 1")
+        assert report["new"] == 50 and [r[0] for r in ids] == list(range(1, 251))

@@ -272,8 +272,9 @@ class Fetched:
     Attributes:
         messages: the messages in the order they came (every one Telegram sent before a stop).
         stop: ``None`` when the iteration ran to its end; else a ``FloodWait`` too long to
-            sleep through, or the error Telegram refused the chat with (see
-            ``unavailable_reason``). What came before it is in ``messages``.
+            sleep through, the error Telegram refused the chat with (see
+            ``unavailable_reason``), or its refusal of the session (signed out, revoked).
+            What came before it is in ``messages``.
     """
 
     messages: list[Any]
@@ -294,8 +295,8 @@ async def fetch_messages(
     Telethon pages a history 100 messages per request, and a flood wait can strike any of
     them. After one is slept through, the iteration starts again just after the last message
     received (``min_id`` oldest first, ``max_id`` newest first), so nothing is fetched twice.
-    A wait the policy refuses, or a refusal of the chat mid-way, ends the iteration with what
-    came before it. Any other error propagates.
+    A wait the policy refuses, or a refusal of the chat or of the session mid-way, ends the
+    iteration with what came before it. Any other error propagates.
     """
     got: list[Any] = []
     attempt = 0
@@ -322,7 +323,7 @@ async def fetch_messages(
             except FloodWait as stop:
                 return Fetched(got, stop)
         except Exception as exc:
-            if unavailable_reason(exc) is None:
+            if unavailable_reason(exc) is None and not isinstance(exc, errors.UnauthorizedError):
                 raise
             return Fetched(got, exc)
 

@@ -437,10 +437,16 @@ class FakeTelegram:
         self._chat_of(chat).messages[msg_id][1]["reactions"] = _reactions(counts)
 
     def delete(self, chat: Any, *msg_ids: int) -> None:
-        """Delete messages for everyone."""
+        """Delete messages for everyone (a deleted comment lowers its post's reply count)."""
         target = self._chat_of(chat)
         for msg_id in msg_ids:
             del target.messages[msg_id]
+        for source in self._chats.values():
+            if source.linked is None or self._chats.get(source.linked) is not target:
+                continue
+            for (_, post_id), copy_id in target.copies.items():
+                if post_id in source.messages and "replies" in source.messages[post_id][1]:
+                    self._count_replies(source, post_id, target, copy_id)
 
     def forbid(self, chat: Any, error: type[Any] = errors.ChannelPrivateError) -> None:
         """Make Telegram refuse ``chat`` with ``error`` (kicked, left, went private)."""
@@ -521,6 +527,10 @@ class FakeTelegram:
             kwargs["reply_to"] = types.MessageReplyHeader(
                 reply_to_msg_id=reply_to, reply_to_top_id=copy_id
             )
+        self._count_replies(source, post_id, group, copy_id)
+        return self._materialise(group, made.id)
+
+    def _count_replies(self, source: _Chat, post_id: int, group: _Chat, copy_id: int) -> None:
         thread = self._thread(group, copy_id)
         source.messages[post_id][1]["replies"] = types.MessageReplies(
             replies=len(thread),
@@ -529,7 +539,6 @@ class FakeTelegram:
             channel_id=group.entity.id,
             max_id=max(thread) if thread else None,
         )
-        return self._materialise(group, made.id)
 
     def set_file(self, chat: Any, msg_id: int, data: bytes) -> None:
         """The bytes ``download_media`` returns for the media of that message."""
