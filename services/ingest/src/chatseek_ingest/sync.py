@@ -1175,7 +1175,7 @@ async def sync(
             used, declined = client, None
             if takeout:
                 used, declined = await _enter_takeout(stack, client, account)
-            report = await _run(
+            run = _SyncRun(
                 conn,
                 used,
                 account,
@@ -1189,10 +1189,12 @@ async def sync(
                 batch_size=batch_size,
                 reread=reread,
                 flood_threshold_s=flood_threshold_s,
-                takeout=("declined" if declined else "used") if takeout else None,
-                warning=declined,
             )
-        return report
+            if takeout:
+                run.report.takeout = "declined" if declined else "used"
+            if declined is not None:
+                run.report.warnings.append(declined)
+            return await run.execute()
 
 
 async def _enter_takeout(
@@ -1210,19 +1212,3 @@ async def _enter_takeout(
             "run `chatseek sync --takeout` again; this run used ordinary requests"
         )
     return takeout_client, None
-
-
-async def _run(
-    conn: db.Connection,
-    client: TelegramClientLike,
-    account: str,
-    *,
-    takeout: str | None,
-    warning: str | None,
-    **options: Any,
-) -> SyncReport:
-    run = _SyncRun(conn, client, account, **options)
-    run.report.takeout = takeout
-    if warning is not None:
-        run.report.warnings.append(warning)
-    return await run.execute()
