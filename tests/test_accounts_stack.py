@@ -8,6 +8,7 @@ each has a chat of its own. Strict, hybrid and conversation search answer per ac
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -127,3 +128,15 @@ def test_each_account_keeps_its_own_session_file(stack: Stack) -> None:
     status = cli_json(stack.env, "sources", "ls", "--account", "work", "--json")
     titles = {c["title"] for s in status["sources"] for c in s["chats"]}
     assert titles == {"City news", "Team"}
+
+
+def test_sync_json_streams_its_progress_events_on_stderr_and_the_report_on_stdout(
+    stack: Stack,
+) -> None:
+    proc = cli(stack.env, "sync", "--account", "work", "--json")
+    report = json.loads(proc.stdout)
+    events = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    assert report["stopped_by"] is None
+    assert events and all(e["event"] == "progress" and e["stage"] == "sync" for e in events)
+    assert {e.get("account") for e in events} == {"work"}
+    assert {"City news", "Team"} <= {e["item"] for e in events}
