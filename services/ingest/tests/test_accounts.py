@@ -236,3 +236,16 @@ async def test_a_session_revoked_mid_sync_keeps_the_committed_batches_and_resume
         _, report = await sync(stub, "work")
         ids = stored(stub, "SELECT msg_id FROM messages WHERE account = 'work' ORDER BY 1")
         assert report["new"] == 50 and [r[0] for r in ids] == list(range(1, 251))
+
+
+async def test_a_premium_flood_wait_outside_a_sync_is_a_flood_wait_error(tmp_path: Path) -> None:
+    home, work = two_accounts()
+    async with served(tmp_path, home, work) as stub:
+        sessions(stub, home=home)
+        home.flood(3600, method="iter_dialogs", premium=True)
+        with pytest.raises(errors.FloodWait) as refused:
+            await call(stub.Dialogs, pb.DialogsRequest(account="home", query="news"))
+        assert (refused.value.code, refused.value.reason) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "FLOOD_WAIT",
+        )
