@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 export CHATSEEK_HOME ?= $(CURDIR)/.chatseek
 
 .DEFAULT_GOAL := help
-.PHONY: help install proto proto-check fmt lint typecheck test test-slow test-long demo bench \
+.PHONY: help install proto proto-check fmt lint typecheck test test-long demo bench \
 	bench-full eval up down run-local embed-native clean ocr
 
 help: ## List the targets
@@ -56,9 +56,6 @@ typecheck: $(STAMP) ## mypy --strict over every package, eval and bench
 
 test: install ## Run the test suite (no network, no Docker, no model download)
 	$(VENV)/bin/pytest -q $(TEST_PATHS)
-
-test-slow: install ## Tests with real models and large data
-	$(VENV)/bin/pytest -q -m slow $(TEST_PATHS)
 
 test-long: install ## Long reliability tests (fault injection, load)
 	$(VENV)/bin/pytest -q -m long $(TEST_PATHS)

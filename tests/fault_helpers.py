@@ -6,7 +6,9 @@ writing COMMIT (``CHATSEEK_FAULT_KILL_AT``, see ``chatseek_core.db``). After a k
 brought back with ``chatseek stack up`` (without the fault variable), the interrupted operation
 is re-run where a user would re-run it, and ``check_store`` requires a converged, complete store.
 ``python -m tests.fault_helpers ingest-fake`` serves ingest over a deterministic ``FakeTelegram``
-so that a sync can be interrupted in a real process.
+so that a sync can be interrupted in a real process; with ``CHATSEEK_TEST_FAKE_WORLD=accounts``
+it serves two accounts (``home`` and ``work``, each with its own session file) that both read
+one public channel, and applies the deletions a test lists in ``<home>/fake-deletions.json``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = [
     "kill",
     "outstanding",
     "settle",
+    "delete_in_fake_world",
     "start_fake_ingest",
     "start_stack",
     "stored_messages",
@@ -55,6 +58,16 @@ FAKE_GROUP_MESSAGES = 2500
 FAKE_SESSION = "fake-session:1000"
 CHANNEL_MARK = 1_000_000_000_000
 FAKE_API = {ENV_API_ID: "12345", ENV_API_HASH: "0123456789abcdef"}
+WORLD_ENV = "CHATSEEK_TEST_FAKE_WORLD"
+DELETIONS_FILE = "fake-deletions.json"
+SHARED_CHANNEL = 500
+HOME_USER = 1000
+WORK_USER = 2000
+SHARED_POSTS = (
+    "water outage on Friday in the old town",
+    "the new tram line to the airport opens in March",
+    "the farmers market moves to the river bank",
+)
 
 
 @dataclass(frozen=True)
@@ -392,11 +405,48 @@ def fake_world_messages() -> dict[str, list[int]]:
     }
 
 
-def start_fake_ingest(stack: Stack, *, fault: str | None = None) -> subprocess.Popen[bytes]:
-    """Serve ingest on the stack's ingest address over the fake world; wait until SERVING."""
+def _fake_accounts() -> tuple[Any, Any]:
+    """``home`` (Ana) and ``work`` (Ana at work): one public channel both read, a chat each."""
+    from chatseek_ingest.testing import FakeTelegram
+
+    home = FakeTelegram(me_id=HOME_USER, me_name="Ana", connected=False)
+    work = FakeTelegram(me_id=WORK_USER, me_name="Ana at work", connected=False)
+    for tg in (home, work):
+        channel = tg.add_channel(SHARED_CHANNEL, "City news", username="citynews")
+        for text in SHARED_POSTS:
+            tg.send(channel, text)
+    family = home.add_channel(600, "Family", megagroup=True)
+    granny = home.add_user(61, "Granny")
+    home.send(family, "dinner at grandma's house on Sunday, bring the apple pie", sender=granny)
+    home.send(family, "I will bake the apple pie for Sunday dinner")
+    team = work.add_channel(800, "Team", megagroup=True)
+    boss = work.add_user(81, "Boss")
+    work.send(
+        team, "the invoice totals for March are wrong, please recheck the invoice", sender=boss
+    )
+    work.send(team, "I will fix the invoice totals before the Tuesday deploy")
+    return home, work
+
+
+def delete_in_fake_world(stack: Stack, user_id: int, chat_id: int, msg_id: int) -> None:
+    """Delete a message for everyone in the account ``user_id`` of the running fake world.
+
+    The fake ingest applies it before it next hands out that account's client.
+    """
+    path = stack.home / DELETIONS_FILE
+    listed = json.loads(path.read_text()) if path.exists() else []
+    listed.append([user_id, chat_id, msg_id])
+    path.write_text(json.dumps(listed))
+
+
+def start_fake_ingest(
+    stack: Stack, *, fault: str | None = None, world: str = "faults"
+) -> subprocess.Popen[bytes]:
+    """Serve ingest on the stack's ingest address over a fake world; wait until SERVING."""
     from chatseek_core.probe import check
 
     env = dict(stack.env)
+    env[WORLD_ENV] = world
     env.update(FAKE_API)
     env["CHATSEEK_LISTEN"] = env["CHATSEEK_INGEST_ADDR"]
     env["CHATSEEK_DATA_DIR"] = str(stack.data_dir)
@@ -434,6 +484,9 @@ def _serve_fake_ingest() -> None:
     from chatseek_ingest.auth import write_session
     from chatseek_ingest.server import create_server, open_deps
 
+    if os.environ.get(WORLD_ENV) == "accounts":
+        _serve_fake_accounts()
+        return
     world = _fake_world()
 
     def factory(session: str, api_id: int, api_hash: str) -> Any:
@@ -441,6 +494,36 @@ def _serve_fake_ingest() -> None:
 
     async def start(settings: Settings) -> Running:
         write_session(settings.home, settings.account, FAKE_SESSION)
+        return create_server(settings, open_deps(settings, telegram_factory=factory))
+
+    run("ingest", start)
+
+
+def _serve_fake_accounts() -> None:
+    from chatseek_core.runner import Running, run
+    from chatseek_core.settings import Settings
+    from chatseek_ingest.auth import write_session
+    from chatseek_ingest.server import create_server, open_deps
+    from chatseek_ingest.testing import fake_factory
+
+    home, work = _fake_accounts()
+    by_user = {HOME_USER: home, WORK_USER: work}
+    hand_out = fake_factory(home, work)
+    applied: set[tuple[int, int, int]] = set()
+
+    async def start(settings: Settings) -> Running:
+        deletions = settings.home / DELETIONS_FILE
+
+        def factory(session: str, api_id: int, api_hash: str) -> Any:
+            listed = json.loads(deletions.read_text()) if deletions.exists() else []
+            for user_id, chat_id, msg_id in listed:
+                if (user_id, chat_id, msg_id) not in applied:
+                    applied.add((user_id, chat_id, msg_id))
+                    by_user[user_id].delete(chat_id, msg_id)
+            return hand_out(session, api_id, api_hash)
+
+        write_session(settings.home, "home", f"fake-session:{HOME_USER}")
+        write_session(settings.home, "work", f"fake-session:{WORK_USER}")
         return create_server(settings, open_deps(settings, telegram_factory=factory))
 
     run("ingest", start)

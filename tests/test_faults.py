@@ -210,13 +210,20 @@ class Embed(Prepared):
 
 
 class Sync(Op):
-    """A Telegram sync through a real ingest process whose Telegram is the fake world."""
+    """A Telegram sync through a real ingest process whose Telegram is the fake world.
+
+    With ``takeout`` every run (the interrupted one and the re-run) is ``sync --takeout``: the
+    history comes through a takeout session that a kill leaves unfinished.
+    """
 
     name = "sync"
 
-    def __init__(self) -> None:
+    def __init__(self, *, takeout: bool = False) -> None:
         super().__init__(Path(), fake_world_messages())
         self.ingest: subprocess.Popen[bytes] | None = None
+        self.flags = ("--takeout",) if takeout else ()
+        if takeout:
+            self.name = "sync --takeout"
 
     def prepare(self, stack: Stack) -> None:
         cli(stack.env, "sources", "add", "@chan700")
@@ -225,7 +232,7 @@ class Sync(Op):
     def begin(self, stack: Stack, where: Kill | None) -> Operation | None:
         if where is not None and where.fault is not None:
             self._restart_ingest(stack, where.fault)
-        return Operation.start(stack, "sync", "--json")
+        return Operation.start(stack, "sync", *self.flags, "--json")
 
     def _restart_ingest(self, stack: Stack, fault: str | None) -> None:
         if self.ingest is not None and self.ingest.poll() is None:
@@ -243,7 +250,7 @@ class Sync(Op):
         stack.up()
 
     def rerun(self, stack: Stack) -> None:
-        cli(stack.env, "sync", "--json")
+        cli(stack.env, "sync", *self.flags, "--json")
 
     def close(self) -> None:
         if self.ingest is not None and self.ingest.poll() is None:
@@ -543,8 +550,9 @@ def test_indexing_and_embedding_survive_their_services_killed_at_many_points(
 
 @pytest.mark.long
 @pytest.mark.timeout(LONG_TIMEOUT_S)
-def test_a_sync_survives_ingest_killed_at_many_points(tmp_path: Path) -> None:
-    op = Sync()
+@pytest.mark.parametrize("takeout", [False, True], ids=["plain", "takeout"])
+def test_a_sync_survives_ingest_killed_at_many_points(tmp_path: Path, takeout: bool) -> None:
+    op = Sync(takeout=takeout)
     made: list[Stack] = []
 
     def make() -> Iterator[Stack]:

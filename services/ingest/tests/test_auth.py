@@ -9,6 +9,7 @@ import pytest
 from telethon.sessions import StringSession
 
 from chatseek_core.errors import FloodWait, InvalidArgument, NotAuthorized
+from chatseek_core.testing import temp_settings
 from chatseek_ingest.auth import (
     ENV_API_HASH,
     ENV_API_ID,
@@ -18,7 +19,9 @@ from chatseek_ingest.auth import (
     start_login,
     write_session,
 )
-from chatseek_ingest.telegram import connected_client, open_client, read_session, session_path
+from chatseek_ingest.server import open_deps
+from chatseek_ingest.telegram import open_client, read_session, session_path
+from chatseek_ingest.telegram_runtime import account_client
 from chatseek_ingest.testing import DEFAULT_CODE, DEFAULT_PHONE, FakeTelegram
 
 ACCOUNT = "main"
@@ -125,9 +128,14 @@ def test_a_missing_session_is_not_authorized_with_a_hint_to_sign_in(tmp_path: Pa
 
 
 async def test_the_real_client_refuses_to_start_without_a_session(tmp_path: Path) -> None:
-    with pytest.raises(NotAuthorized):
-        async with connected_client(tmp_path, ACCOUNT, 1, "hash"):
+    settings = temp_settings(tmp_path / "home", "ingest")
+    deps = open_deps(settings)
+    assert deps.telegram_factory is open_client
+    with pytest.raises(NotAuthorized) as refused:
+        async with account_client(settings, ACCOUNT, deps.telegram_factory):
             pass
+    assert refused.value.metadata == {"account": ACCOUNT}
+    deps.pool.close()
 
 
 def test_the_real_client_reads_the_session_into_memory_and_never_sleeps_on_its_own() -> None:

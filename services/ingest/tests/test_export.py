@@ -356,7 +356,7 @@ def test_positional_construction_matches_the_message_field_order() -> None:
         "sender_name", "text", "entities", "reply_to_msg_id", "reply_to_peer_id", "topic_id",
         "forwarded_from", "forwarded_from_id", "saved_from", "via_bot", "author", "reactions",
         "reactions_total", "service_action", "service_extra", "media", "has_link", "buttons",
-        "raw_type",
+        "raw_type", "grouped_id",
     ]  # fmt: skip
 
 

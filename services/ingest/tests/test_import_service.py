@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -139,3 +140,26 @@ async def test_tags_attach_list_and_detach(ingest: Any) -> None:
         )
     removed = await call(ingest.RemoveTag, pb.RemoveTagRequest(tag="work", target=target))
     assert removed.removed
+
+
+async def test_a_cut_short_upload_is_reported_under_the_users_own_file_name(
+    ingest: Any, tmp_path: Path
+) -> None:
+    folder = tmp_path / "Telegram Export"
+    folder.mkdir()
+    whole = (FIXTURES / "account" / "result.json").read_bytes()
+    (folder / "result.json").write_bytes(whole[: len(whole) * 2 // 3])
+    users_path = "/home/ana/Downloads/Telegram Export/result.json"
+
+    async def requests() -> AsyncIterator[Any]:
+        first = True
+        async for request in _requests(folder, "result.json"):
+            if first:
+                request.start.json_path = users_path
+                first = False
+            yield request
+
+    report = await _import(ingest, requests())
+    warnings = json.dumps(report["warnings"])
+    assert users_path in warnings and "mid-write" in warnings
+    assert "import-" not in warnings and "/tmp/" not in warnings

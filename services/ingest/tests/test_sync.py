@@ -40,7 +40,7 @@ class Clock:
         self.now += seconds
 
     def tick(self, method: str) -> None:
-        if method == "iter_messages":
+        if method == "get_history":
             self.now += self.per_request
 
 
@@ -80,7 +80,9 @@ def channel_with(tg: FakeTelegram, count: int, *, channel_id: int = 500) -> Any:
 
 
 async def run(conn: db.Connection, tg: FakeTelegram, **kwargs: Any) -> Any:
+    """One sync as a new ingest process runs it: a fresh client whose entity cache is empty."""
     clock = kwargs.pop("clock", Clock())
+    tg.restart()
     return await sync(conn, tg, ACCOUNT, clock=clock, sleep=clock.sleep, **kwargs)
 
 
@@ -124,9 +126,11 @@ async def test_a_first_sync_does_not_reread_and_a_later_one_does(
     channel_with(tg, 5)
     await add_source(conn, tg, ACCOUNT, "@chan500")
     await run(conn, tg)
-    assert len(tg.requested("iter_messages")) == 1
+    # Oldest first, Telethon learns that a channel's history is done from an empty page.
+    assert len(tg.requested("get_history")) == 2
     await run(conn, tg)
-    assert len(tg.requested("iter_messages")) == 3
+    # One (empty) page after last_msg_id, then one page of the re-read.
+    assert len(tg.requested("get_history")) == 4
 
 
 async def test_since_starts_the_first_sync_at_that_day(
@@ -209,7 +213,7 @@ async def test_a_short_flood_wait_is_slept_through_with_the_injected_sleep(
 ) -> None:
     channel_with(tg, 4)
     await add_source(conn, tg, ACCOUNT, "@chan500")
-    tg.flood(30, method="iter_messages")
+    tg.flood(30, method="get_history")
     clock = Clock()
     report = await run(conn, tg, clock=clock)
     assert clock.slept == [30.0]
@@ -221,7 +225,7 @@ async def test_a_long_flood_wait_stops_the_run_cleanly_and_the_next_run_continue
 ) -> None:
     channel_with(tg, 6)
     await add_source(conn, tg, ACCOUNT, "@chan500")
-    tg.flood(300, at=2, method="iter_messages")
+    tg.flood(300, at=2, method="get_history")
     clock = Clock()
     report = await run(conn, tg, clock=clock, batch_size=2)
     assert report.stopped_by == "flood_wait" and report.flood_wait_s == 300
@@ -237,7 +241,7 @@ async def test_a_flood_wait_longer_than_the_budget_left_is_not_slept_through(
 ) -> None:
     channel_with(tg, 2)
     await add_source(conn, tg, ACCOUNT, "@chan500")
-    tg.flood(30, method="iter_messages")
+    tg.flood(30, method="get_history")
     clock = Clock()
     report = await run(conn, tg, clock=clock, budget_s=20)
     assert report.stopped_by == "flood_wait" and clock.slept == []
@@ -315,10 +319,10 @@ async def test_a_legacy_group_upgraded_to_a_supergroup_is_followed(
     assert (follow["type"], follow["source_id"]) == ("supergroup", "chat:-77")
     assert stored_ids(conn, new_id) == [1, 2]
     assert any("upgraded" in w for w in report.warnings)
-    before = len(tg.requested("iter_messages"))
+    before = len(tg.requested("get_history"))
     await run(conn, tg)
-    assert -77 not in tg.requested("iter_messages")[before:]
-    assert new_id in tg.requested("iter_messages")[before:]
+    assert -77 not in tg.requested("get_history")[before:]
+    assert new_id in tg.requested("get_history")[before:]
 
 
 async def test_imported_chats_are_never_fetched_even_when_a_folder_lists_them(
@@ -339,7 +343,7 @@ async def test_imported_chats_are_never_fetched_even_when_a_folder_lists_them(
         )
     await add_source(conn, tg, ACCOUNT, "folder:Expats")
     report = await run(conn, tg)
-    assert -1000000000600 not in tg.requested("iter_messages")
+    assert -1000000000600 not in tg.requested("get_history")
     assert report.new == 2 and stored_ids(conn, -1000000000600) == []
     assert chat_state(conn, -1000000000600)["source_id"] == "import:old"
 
@@ -353,7 +357,7 @@ async def test_refresh_only_never_runs_a_chats_first_sync(
     channel_with(tg, 2, channel_id=702)
     await add_source(conn, tg, ACCOUNT, "@chan702")
     report = await run(conn, tg, refresh_only=True)
-    assert -1000000000702 not in tg.requested("iter_messages")
+    assert -1000000000702 not in tg.requested("get_history")
     assert report.chats_done == 1 and report.chats_remaining == 1
     assert any("first sync" in w for w in report.warnings)
 
@@ -418,7 +422,8 @@ async def test_channel_comments_are_fetched_from_the_discussion_group_and_kept_a
         group_id,
     )
     assert comments == [(2, -1000000000900, 1, 1), (3, -1000000000900, 1, 2)]
-    assert group_id not in tg.requested("iter_messages")
+    assert group_id not in tg.requested("get_history")
+    assert set(tg.requested("get_replies")) == {-1000000000900}
     tg.comment(channel, post.id, "late", sender=reader)
     later = await run(conn, tg)
     assert later.new == 1
@@ -472,7 +477,8 @@ async def test_a_flood_wait_while_fetching_comments_commits_the_posts_before_it(
         post = tg.send(channel, f"post {n}")
         tg.comment(channel, post.id, f"comment {n}", sender=reader)
     await add_source(conn, tg, ACCOUNT, "@daily", comments=True)
-    tg.flood(900, at=3, method="iter_messages")
+    # The first thread takes two pages (the second, empty, ends it); the next one floods.
+    tg.flood(900, at=3, method="get_replies")
     report = await run(conn, tg)
     assert report.stopped_by == "flood_wait"
     assert stored_ids(conn, -1000000000900) == [1]
@@ -487,7 +493,7 @@ async def test_an_unknown_error_is_not_mistaken_for_an_unavailable_chat(
 ) -> None:
     channel_with(tg, 1)
     await add_source(conn, tg, ACCOUNT, "@chan500")
-    tg.inject(errors.RPCError(request=None, message="INTERNAL"), method="iter_messages")
+    tg.inject(errors.RPCError(request=None, message="INTERNAL"), method="get_history")
     with pytest.raises(errors.RPCError):
         await run(conn, tg)
     outcome = conn.execute("SELECT outcome FROM sync_runs").fetchone()[0]
@@ -522,7 +528,7 @@ async def test_a_chat_the_session_cannot_find_is_marked_as_an_unknown_peer(
         )
     report = await run(conn, tg)
     assert [u["reason"] for u in report.unavailable] == ["UnknownPeer"]
-    assert tg.requested("iter_messages") == []
+    assert tg.requested("get_history") == []
 
 
 async def test_a_discussion_group_a_folder_lists_is_synced_whole_and_owned_by_the_folder(
@@ -541,3 +547,216 @@ async def test_a_discussion_group_a_folder_lists_is_synced_whole_and_owned_by_th
     await run(conn, tg)
     assert chat_state(conn, -1000000000901)["source_id"] == "folder:Talk"
     assert stored_ids(conn, -1000000000901) == [1, 2, 3]
+
+
+# --- Telegram's paging, mid-iteration flood waits and refusals ---
+
+
+def pages_of(tg: FakeTelegram, chat_id: int) -> list[tuple[int, int]]:
+    """(lowest, highest) id of every non-empty history page served for ``chat_id``."""
+    return [(min(ids), max(ids)) for marked, ids in tg.pages if marked == chat_id and ids]
+
+
+async def test_a_long_history_comes_in_pages_of_at_most_100_oldest_first(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel_with(tg, 250)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    report = await run(conn, tg)
+    chat_id = -1000000000500
+    assert report.new == 250
+    assert pages_of(tg, chat_id) == [(1, 100), (101, 200), (201, 250)]
+    assert stored_ids(conn, chat_id) == list(range(1, 251))
+
+
+async def test_a_flood_wait_in_the_middle_of_a_batch_resumes_after_the_last_message_received(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel_with(tg, 250)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    tg.flood(30, at=2, method="get_history")
+    clock = Clock()
+    report = await run(conn, tg, clock=clock)
+    chat_id = -1000000000500
+    assert clock.slept == [30.0] and report.stopped_by is None and report.new == 250
+    # The page that flooded is asked again from message 101: nothing is fetched twice.
+    assert pages_of(tg, chat_id) == [(1, 100), (101, 200), (201, 250)]
+    assert stored_ids(conn, chat_id) == list(range(1, 251))
+    assert rows(conn, "SELECT first_msg_id, last_msg_id FROM history_ranges") == [(1, 250)]
+
+
+async def test_flood_waits_on_a_schedule_across_a_long_iteration_are_each_slept_through(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel_with(tg, 450)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    tg.flood(5, at=2, every=2, times=0, method="get_history")
+    clock = Clock()
+    report = await run(conn, tg, clock=clock)
+    chat_id = -1000000000500
+    assert report.stopped_by is None and report.new == 450
+    assert len(clock.slept) >= 3 and set(clock.slept) == {5.0}
+    assert pages_of(tg, chat_id) == [(1, 100), (101, 200), (201, 300), (301, 400), (401, 450)]
+
+
+async def test_a_premium_flood_wait_is_waited_out_like_any_flood_wait(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel_with(tg, 150)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    tg.flood(12, at=2, method="get_history", premium=True)
+    clock = Clock()
+    report = await run(conn, tg, clock=clock)
+    assert clock.slept == [12.0] and report.new == 150
+
+
+async def test_a_mid_batch_flood_wait_too_long_commits_what_came_before_and_the_next_run_resumes(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel_with(tg, 250)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    tg.flood(3600, at=3, method="get_history")
+    report = await run(conn, tg)
+    chat_id = -1000000000500
+    assert report.stopped_by == "flood_wait" and report.flood_wait_s == 3600
+    assert stored_ids(conn, chat_id) == list(range(1, 201))
+    assert chat_state(conn, chat_id)["history_complete"] == 0
+    warning = next(w for w in report.warnings if "3600" in w)
+    assert f"account {ACCOUNT!r}" in warning and "'Channel 500'" in warning
+    head = feed.head(conn)
+    resumed = await run(conn, tg)
+    assert resumed.new == 50 and resumed.stopped_by is None
+    assert [e.entity for e in feed.read_after(conn, head, 1000)] == list(range(201, 251))
+    assert stored_ids(conn, chat_id) == list(range(1, 251))
+    assert rows(conn, "SELECT first_msg_id, last_msg_id FROM history_ranges") == [(1, 250)]
+
+
+async def test_a_chat_made_private_mid_sync_keeps_its_pages_and_resumes_once_readable(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel = channel_with(tg, 250)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    served = 0
+
+    def go_private(method: str) -> None:
+        nonlocal served
+        if method == "get_history":
+            served += 1
+            if served == 3:
+                tg.forbid(channel)
+
+    tg.on_request = go_private
+    report = await run(conn, tg)
+    tg.on_request = None
+    chat_id = -1000000000500
+    assert [u["reason"] for u in report.unavailable] == ["ChannelPrivate"]
+    assert any(f"account {ACCOUNT!r}" in w and "'Channel 500'" in w for w in report.warnings)
+    assert stored_ids(conn, chat_id) == list(range(1, 201))
+    tg.allow(channel)
+    again = await run(conn, tg)
+    assert again.new == 50 and again.unavailable == []
+    assert stored_ids(conn, chat_id) == list(range(1, 251))
+
+
+async def test_a_chat_that_needs_admin_rights_is_marked_unavailable_with_its_reason(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel = channel_with(tg, 3)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    tg.forbid(channel, errors.ChatAdminRequiredError)
+    report = await run(conn, tg)
+    assert [u["reason"] for u in report.unavailable] == ["ChatAdminRequired"]
+    assert any("admin rights" in w for w in report.warnings)
+
+
+async def test_a_new_client_resolves_a_stored_chat_by_its_access_hash_not_by_its_cache(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel_with(tg, 2)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    tg.restart()
+    with pytest.raises(ValueError, match="Could not find the input entity"):
+        await tg.get_input_entity(-1000000000500)
+    report = await run(conn, tg)
+    assert report.new == 2 and tg.requested("resolve_username") == [None]
+
+
+async def test_the_reread_catches_edited_and_deleted_comments_of_its_newest_posts(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel, _, reader = discussion(tg)
+    post = tg.send(channel, "post")
+    kept = tg.comment(channel, post.id, "first", sender=reader)
+    gone = tg.comment(channel, post.id, "second", sender=reader)
+    await add_source(conn, tg, ACCOUNT, "@daily", comments=True)
+    await run(conn, tg)
+    group_id = -1000000000901
+    assert stored_ids(conn, group_id) == [kept.id, gone.id]
+    tg.edit(-1000000000901, kept.id, "first, corrected")
+    tg.delete(-1000000000901, gone.id)
+    report = await run(conn, tg)
+    assert report.deleted == 1 and report.updated >= 1
+    assert stored_ids(conn, group_id) == [kept.id]
+    text = conn.execute(
+        "SELECT text FROM messages WHERE chat_id = ? AND msg_id = ?", (group_id, kept.id)
+    ).fetchone()[0]
+    assert text == "first, corrected"
+
+
+# --- takeout ---
+
+
+async def test_a_takeout_sync_fetches_every_page_inside_one_finished_takeout_session(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel_with(tg, 150)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    report = await run(conn, tg, takeout=True)
+    assert report.takeout == "used" and report.new == 150
+    assert tg.requested("get_history") == []
+    assert len(tg.requested("takeout:get_history")) == 3
+    assert tg.takeouts == [(1, True)] and tg.session.takeout_id is None
+
+
+async def test_a_takeout_the_user_has_not_allowed_falls_back_to_ordinary_requests(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel_with(tg, 5)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    tg.takeout_delay = 86400
+    report = await run(conn, tg, takeout=True)
+    assert report.takeout == "declined" and report.new == 5 and report.stopped_by is None
+    assert tg.takeouts == [] and tg.requested("takeout:get_history") == []
+    assert any(f"account {ACCOUNT!r}" in w and "--takeout" in w for w in report.warnings)
+
+
+async def test_a_flood_wait_inside_a_takeout_stops_the_run_and_still_finishes_the_session(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel_with(tg, 250)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    tg.flood(3600, at=2, method="takeout:get_history")
+    report = await run(conn, tg, takeout=True)
+    assert report.stopped_by == "flood_wait" and stored_ids(conn, -1000000000500) == list(
+        range(1, 101)
+    )
+    assert tg.takeouts == [(1, True)]
+    resumed = await run(conn, tg, takeout=True)
+    assert resumed.new == 150 and tg.takeouts[-1] == (2, True)
+
+
+async def test_an_album_is_stored_as_its_photos_with_one_shared_group(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel = channel_with(tg, 1)
+    photos = tg.album(channel, 3, "the flat, three rooms")
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    await run(conn, tg)
+    stored = rows(
+        conn,
+        "SELECT m.msg_id, m.grouped_id, md.kind FROM messages m JOIN media md ON md.mid = m.mid"
+        " ORDER BY m.msg_id",
+    )
+    group = photos[0].grouped_id
+    assert stored == [(p.id, group, "photo") for p in photos]
+    assert rows(conn, "SELECT grouped_id FROM messages WHERE msg_id = 1") == [(None,)]

@@ -164,7 +164,7 @@ async def test_a_budget_stops_a_sync_between_chats_and_the_next_sync_resumes(
     gate = asyncio.Event()
 
     def hold_first_fetch(method: str) -> None:
-        if method == "iter_messages" and tg.hold is None:
+        if method == "get_history" and tg.hold is None:
             tg.hold = gate
 
     async with serve(tg) as ingest:
@@ -197,7 +197,7 @@ async def test_a_second_sync_while_one_runs_is_refused_at_once_with_sync_running
     gate = asyncio.Event()
 
     def hold_fetch(method: str) -> None:
-        if method == "iter_messages":
+        if method == "get_history":
             tg.hold = gate
 
     async with serve(tg) as ingest:
@@ -220,7 +220,7 @@ async def test_a_long_flood_wait_ends_the_sync_with_a_report_not_an_error(serve:
     channel_with(tg, 3)
     async with serve(tg) as ingest:
         await add(ingest, "@chan500")
-        tg.flood(3600, method="iter_messages")
+        tg.flood(3600, method="get_history")
         _, report = await operation(ingest.stub.Sync, pb.SyncRequest())
         assert (report["stopped_by"], report["flood_wait_s"]) == ("flood_wait", 3600)
         assert report["chats_remaining"] == 1 and report["warnings"]

@@ -76,3 +76,20 @@ def test_an_empty_conversation_has_no_chunks_and_a_bad_target_is_refused() -> No
     assert chunk_conversation([]) == []
     with pytest.raises(InvalidValue):
         chunk_conversation([msg(1)], target_chars=0)
+
+
+def test_a_chunk_never_closes_inside_an_album() -> None:
+    album = [
+        Msg(
+            msg_id=10 + n,
+            date=1000,
+            sender_name="Ana",
+            text="x" * 50,
+            media_kind="photo",
+            grouped_id=7,
+        )
+        for n in range(4)
+    ]
+    chunks = chunk_conversation([Msg(msg_id=1, date=900, text="y" * 100), *album], 150)
+    holding = [c.msg_ids for c in chunks if 10 in c.msg_ids]
+    assert holding == [(10, 11, 12, 13)]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlean
@@ -427,3 +429,74 @@ def test_a_recipe_change_recuts_chat_by_chat_keeping_ids(stores: Stores) -> None
     assert {op for _, op in stores.unit_events(head)} == {"upsert"}
     assert len(stores.unit_events(head)) == len(ids) + 1
     assert recut_pending(stores.unitize) == []
+
+
+# --- albums ---
+
+
+def _album(first: int, count: int, minute: int, chat_id: int, group: int) -> list[Any]:
+    return [
+        replace(
+            msg(
+                first + n,
+                minute,
+                "three photos of the flat" if n == 0 else "",
+                chat_id=chat_id,
+                media="photo",
+            ),
+            grouped_id=group,
+        )
+        for n in range(count)
+    ]
+
+
+def test_an_albums_posts_are_one_post_unit_with_every_photos_text_and_comments(
+    stores: Stores,
+) -> None:
+    stores.chat(CHANNEL, kind="channel", title="Rentals")
+    stores.chat(DISCUSSION, kind="supergroup", title="Rentals chat")
+    stores.link_discussion(CHANNEL, DISCUSSION)
+    stores.put([msg(9, 0, "plain post", chat_id=CHANNEL), *_album(10, 3, 1, CHANNEL, 777)])
+    for n, text in enumerate(("kitchen with oven", "bedroom view", "bathroom tiles")):
+        stores.extracted(CHANNEL, 10 + n, text)
+    stores.put([msg(1, 5, "is it still free?", chat_id=DISCUSSION, sender=2)])
+    stores.comment(DISCUSSION, 1, CHANNEL, 10)
+    stores.drain()
+    posts = stores.units(CHANNEL)
+    assert sorted(posts) == ["p:10", "p:9"]
+    album = posts["p:10"]
+    assert album["msg_ids"] == "[10, 11, 12, 1]"
+    lines = str(album["text"]).splitlines()
+    assert [line.split(": ", 1)[1] for line in lines[:3]] == [
+        "[photo] kitchen with oven three photos of the flat",
+        "[photo] bedroom view",
+        "[photo] bathroom tiles",
+    ]
+    assert lines[3].endswith("is it still free?")
+
+
+def test_editing_or_deleting_one_photo_of_an_album_recuts_the_whole_album_unit(
+    stores: Stores,
+) -> None:
+    stores.chat(CHANNEL, kind="channel", title="Rentals")
+    stores.put(_album(10, 3, 1, CHANNEL, 777))
+    stores.drain()
+    stores.extracted(CHANNEL, 12, "bathroom tiles")
+    stores.drain()
+    assert sorted(stores.units(CHANNEL)) == ["p:10"]
+    assert "bathroom tiles" in str(stores.units(CHANNEL)["p:10"]["text"])
+    stores.delete(CHANNEL, [10])
+    stores.drain()
+    assert sorted(stores.units(CHANNEL)) == ["p:11"]
+    assert stores.units(CHANNEL)["p:11"]["msg_ids"] == "[11, 12]"
+    assert _hashes(stores, CHANNEL) == _expected(stores, CHANNEL, "channel")
+
+
+def test_a_window_never_closes_inside_an_album(stores: Stores) -> None:
+    plain = [msg(n, n) for n in range(1, 30)]
+    stores.put([*plain, *_album(30, 4, 30, GROUP, 555), msg(34, 31, "after the album")])
+    stores.drain()
+    windows = {k: v for k, v in stores.units().items() if k.startswith("w:")}
+    holding = [v["msg_ids"] for v in windows.values() if "30," in str(v["msg_ids"])]
+    assert len(holding) == 1 and all(f"{n}" in str(holding[0]) for n in (30, 31, 32, 33))
+    assert _hashes(stores) == _expected(stores)

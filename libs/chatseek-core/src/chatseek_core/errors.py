@@ -27,6 +27,7 @@ Anything that is not a ``ChatseekError`` is a bug and travels as INTERNAL.
     │   ├── IndexNotReady               FAILED_PRECONDITION INDEX_NOT_READY
     │   ├── ExtensionsUnsupported       FAILED_PRECONDITION EXTENSIONS_UNSUPPORTED
     │   ├── NotAuthorized               FAILED_PRECONDITION NOT_AUTHORIZED
+    │   │   └── WrongAccount            FAILED_PRECONDITION WRONG_ACCOUNT
     │   ├── SyncRunning                 FAILED_PRECONDITION SYNC_RUNNING
     │   └── ConfirmationRequired        FAILED_PRECONDITION CONFIRMATION_REQUIRED
     ├── Unavailable                     UNAVAILABLE         UNAVAILABLE
@@ -83,6 +84,7 @@ __all__ = [
     "UnsupportedField",
     "UnsupportedOperator",
     "UnsupportedRegex",
+    "WrongAccount",
     "error_class_for",
 ]
 
@@ -224,6 +226,12 @@ class ExtensionsUnsupported(FailedPrecondition):
 
 class NotAuthorized(FailedPrecondition):
     reason = "NOT_AUTHORIZED"
+
+
+class WrongAccount(NotAuthorized):
+    """A session file signs in as another Telegram user than the account it is filed under."""
+
+    reason = "WRONG_ACCOUNT"
 
 
 class SyncRunning(FailedPrecondition):

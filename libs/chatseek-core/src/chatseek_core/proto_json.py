@@ -50,10 +50,31 @@ def from_document(doc: common_pb2.Document) -> dict[str, Any]:
     return result
 
 
-def operation_progress(stage: str, done: int, total: int = 0, note: str = "") -> Any:
-    """An ``OperationEvent`` carrying progress."""
+def operation_progress(
+    stage: str,
+    done: int,
+    total: int = 0,
+    note: str = "",
+    *,
+    item: str = "",
+    item_done: int = 0,
+    count: int = 0,
+    wait_s: float = 0.0,
+    account: str = "",
+) -> Any:
+    """An ``OperationEvent`` carrying progress (see ``common.v1.Progress`` for the fields)."""
     return common_pb2.OperationEvent(
-        progress=common_pb2.Progress(stage=stage, done=done, total=total, note=note)
+        progress=common_pb2.Progress(
+            stage=stage,
+            done=done,
+            total=total,
+            note=note,
+            item=item,
+            item_done=item_done,
+            count=count,
+            wait_s=wait_s,
+            account=account,
+        )
     )
 
 

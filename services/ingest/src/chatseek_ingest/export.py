@@ -205,11 +205,14 @@ class ExportSource:
         json_path: the JSON file to stream.
         root: the export folder; media paths are relative to it and must stay inside it.
         size: the JSON file's size in bytes when opened.
+        label: how warnings and errors name the file (the user's own path when the service
+            reads an uploaded copy); ``json_path`` when empty.
     """
 
     json_path: Path
     root: Path
     size: int
+    label: str = ""
 
 
 def open_export(path: Path) -> ExportSource:
@@ -796,7 +799,7 @@ class _Reader:
 
     def __init__(self, source: ExportSource, max_pending: int) -> None:
         self._src = source
-        self._label = str(source.json_path)
+        self._label = source.label or str(source.json_path)
         self._max_pending = max_pending
         self._root: dict[str, Any] = {}
         self._done = ijson.sendable_list()

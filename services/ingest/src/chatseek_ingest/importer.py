@@ -207,6 +207,7 @@ def import_export(
     chat_title: str | None = None,
     on_progress: Progress | None = None,
     on_commit: Callable[[], None] | None = None,
+    label: str | None = None,
 ) -> ImportReport:
     """Import the export at ``path`` (a folder or its JSON file) into ``account``.
 
@@ -215,6 +216,8 @@ def import_export(
         chat_title: overrides the title of a single-chat export.
         on_progress: receives ``(messages read, 0, note)`` now and then.
         on_commit: called after every committed batch (nudges the consumers).
+        label: how warnings and errors name the JSON file (the user's own path, when ``path``
+            is the service's copy of an upload).
 
     Raises:
         MalformedExport: the file is not an export; everything read before the problem is
@@ -222,6 +225,8 @@ def import_export(
             in part) say how far it got.
     """
     source = open_export(path)
+    if label:
+        source = dataclasses.replace(source, label=label)
     slug = export_slug(Path(folder_name) if folder_name else source.root, chat_title)
     source_id = f"import:{slug}"
     with db.transaction(conn):

@@ -147,6 +147,8 @@ class ExportMessage:
         has_link: a link entity, a URL in the plain text, or a URL button.
         buttons: inline keyboard rows, each a list of ``{type, text, data?}``.
         raw_type: the export's ``type`` string.
+        grouped_id: the media group (album) the message belongs to, else ``None``; Telegram
+            sends each photo of an album as its own message with one shared ``grouped_id``.
     """
 
     chat_id: int
@@ -175,6 +177,7 @@ class ExportMessage:
     has_link: bool = False
     buttons: list[list[dict[str, Any]]] = field(default_factory=list)
     raw_type: str = "message"
+    grouped_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

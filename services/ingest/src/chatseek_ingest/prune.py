@@ -22,7 +22,7 @@ from chatseek_core import db
 from chatseek_core.aio import to_thread
 from chatseek_core.errors import ChatNotFound, FailedPrecondition, FloodWait
 from chatseek_ingest import store
-from chatseek_ingest.sync import Progress, default_lock_path, sync_lock
+from chatseek_ingest.sync import default_lock_path, sync_lock
 from chatseek_ingest.telegram import (
     FLOOD_SLEEP_THRESHOLD_S,
     FloodPolicy,
@@ -34,6 +34,9 @@ from chatseek_ingest.telegram import (
 __all__ = ["PRUNE_BATCH", "PruneReport", "prune_deleted"]
 
 log = logging.getLogger(__name__)
+
+Progress = Callable[[tuple[int, int, str]], None]
+"""Receives ``(chats done, chats to do, note)``."""
 
 PRUNE_BATCH = 100
 RUN_KIND = "prune-deleted"

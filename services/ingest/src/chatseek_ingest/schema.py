@@ -155,4 +155,12 @@ CREATE TABLE sync_runs (
     + FEED_DDL
 )
 
-MIGRATIONS = [Migration(1, "initial", _M001)]
+# Albums: the media group id Telegram gives every message of one album (NULL outside albums
+# and for imported messages: a Desktop export does not carry it).
+_M002 = """
+ALTER TABLE messages ADD COLUMN grouped_id INTEGER;
+CREATE INDEX messages_by_group ON messages(account, chat_id, grouped_id)
+    WHERE grouped_id IS NOT NULL;
+"""
+
+MIGRATIONS = [Migration(1, "initial", _M001), Migration(2, "media_groups", _M002)]

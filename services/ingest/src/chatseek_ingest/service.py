@@ -43,7 +43,7 @@ from chatseek_ingest.sources import (
     prune_sources,
     remove_source,
 )
-from chatseek_ingest.sync import sync
+from chatseek_ingest.sync import SyncProgress, sync
 from chatseek_ingest.telegram import FloodPolicy, TelegramClientLike, session_path
 from chatseek_ingest.telegram_runtime import (
     LazyClient,
@@ -72,8 +72,28 @@ MAX_UPLOAD_PATH_BYTES = 1024
 # Work folders under <data>/tmp: an import's uploaded copy of the export, an extraction's media.
 WORK_PREFIXES = ("import-", "chatseek-media-")
 
-Progress = Callable[[tuple[int, int, str]], None]
+Progress = Callable[[Any], None]
+"""Receives ``(done, total, note)`` or a ``SyncProgress``."""
 Work = Callable[[Progress], Awaitable[Mapping[str, Any]]]
+
+
+def _progress_event(stage: str, value: Any) -> common_pb2.OperationEvent:
+    if isinstance(value, SyncProgress):
+        event: common_pb2.OperationEvent = operation_progress(
+            stage,
+            value.chats_done,
+            value.chats_total,
+            value.note,
+            item=value.chat,
+            item_done=value.chat_messages,
+            count=value.messages,
+            wait_s=value.wait_s,
+            account=value.account,
+        )
+        return event
+    done, total, note = value
+    plain: common_pb2.OperationEvent = operation_progress(stage, done, total, note)
+    return plain
 
 
 def discard_stale_work(data_dir: Path) -> int:
@@ -155,10 +175,10 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         nudges the consumers (throttled). A cancelled RPC cancels the work.
         """
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[tuple[int, int, str] | None] = asyncio.Queue()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
         committed = self._committed_hook()
 
-        def on_progress(value: tuple[int, int, str]) -> None:
+        def on_progress(value: Any) -> None:
             committed()
             loop.call_soon_threadsafe(queue.put_nowait, value)
 
@@ -166,8 +186,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (item := await queue.get()) is not None:
-                done, total, note = item
-                yield operation_progress(stage, done, total, note)
+                yield _progress_event(stage, item)
             report = task.result()
         finally:
             if not task.done():
@@ -232,7 +251,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 handle.close()
             if start is None:
                 raise InvalidArgument("the import stream was empty", metadata={"field": "start"})
-            json_path = workdir / _safe_relative(start.json_name or "result.json")
+            json_name = start.json_name or "result.json"
+            json_path = workdir / _safe_relative(json_name)
+            label = start.json_path or str(PurePosixPath(start.folder_name or ".") / json_name)
             conn_pool = self._deps.pool
             account = self._account(start.account)
 
@@ -245,6 +266,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                     chat_title=start.chat_title or None,
                     on_progress=on_progress,
                     on_commit=committed,
+                    label=label,
                 )
                 media = read_export_media(
                     conn_pool.get(), workdir, [int(c["id"]) for c in report.chats]
@@ -355,6 +377,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                         refresh_only=request.refresh_only,
                         chat_ids=list(request.chat_ids) or None,
                         on_progress=on_progress,
+                        takeout=request.takeout,
                     )
                     return report.to_dict()
 

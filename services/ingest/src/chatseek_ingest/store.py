@@ -127,6 +127,8 @@ def message_hash(message: ExportMessage) -> str:
         media.size if media else None,
         (media.extra.get("question") if media else None),
     ]
+    if message.grouped_id is not None:
+        parts.append(message.grouped_id)  # only then, so that older digests stay as they were
     payload = json.dumps(parts, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.blake2b(payload.encode("utf-8"), digest_size=12).hexdigest()
 
@@ -200,6 +202,7 @@ def store_messages(conn: Connection, account: str, messages: Sequence[ExportMess
                 int(m.has_link),
                 _json_list(_mentions(m)),
                 digest,
+                m.grouped_id,
             )
         )
         events.append((FEED_KIND, account, m.chat_id, m.msg_id, "upsert"))
@@ -207,7 +210,8 @@ def store_messages(conn: Connection, account: str, messages: Sequence[ExportMess
         "INSERT INTO messages (account, chat_id, msg_id, date, edit_date, kind, sender_id,"
         " sender_name, text, entities, norm_text, reply_to_msg_id, reply_to_peer_id, topic_id,"
         " fwd_from, via_bot, reactions_total, reactions, service_action, has_link, mentions,"
-        " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " content_hash, grouped_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (account, chat_id, msg_id) DO UPDATE SET"
         " date = excluded.date, edit_date = excluded.edit_date, kind = excluded.kind,"
         " sender_id = excluded.sender_id, sender_name = excluded.sender_name,"
@@ -217,7 +221,8 @@ def store_messages(conn: Connection, account: str, messages: Sequence[ExportMess
         " fwd_from = excluded.fwd_from, via_bot = excluded.via_bot,"
         " reactions_total = excluded.reactions_total, reactions = excluded.reactions,"
         " service_action = excluded.service_action, has_link = excluded.has_link,"
-        " mentions = excluded.mentions, content_hash = excluded.content_hash",
+        " mentions = excluded.mentions, content_hash = excluded.content_hash,"
+        " grouped_id = excluded.grouped_id",
         rows,
     )
     _store_media(conn, account, changed, stats)

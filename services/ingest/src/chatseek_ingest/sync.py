@@ -5,9 +5,11 @@ Owns ``sync``, the sync lock every Telegram-writing pass takes, the chats' sync-
 ``history_ranges``. Invariants: one pass at a time per data dir (an in-process lock plus a
 non-blocking ``flock`` on ``<data dir>/sync.lock``; a second is refused with ``SyncRunning``);
 a batch, its chat's sync state and history range commit in one transaction, so whatever was
-committed before a stop is searchable and the next run resumes; deletions only inside the id
-range a re-read covered, never of comments; imported chats are never fetched;
-``refresh_only`` never runs a chat's first sync.
+committed before a stop is searchable and the next run resumes; a flood wait in the middle of
+a batch resumes after the last message received, and one too long to wait commits what came
+before it; deletions only inside the id range a re-read covered, and of comments only in a
+thread the re-read fetched whole; imported chats are never fetched; ``refresh_only`` never
+runs a chat's first sync.
 """
 
 from __future__ import annotations
@@ -27,20 +29,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from telethon import utils
+from telethon import errors, utils
 from telethon.tl import types
 
 from chatseek_core import db
 from chatseek_core.aio import to_thread
-from chatseek_core.errors import FloodWait, SyncRunning
+from chatseek_core.errors import FloodWait, SyncRunning, WrongAccount
 from chatseek_ingest import store
 from chatseek_ingest.model import ExportChat, ExportMessage
 from chatseek_ingest.telegram import (
     FLOOD_SLEEP_THRESHOLD_S,
+    Fetched,
     FloodPolicy,
     TelegramClientLike,
     chat_record,
     collect,
+    fetch_messages,
     folder_title,
     get_folders,
     get_linked_chat,
@@ -53,8 +57,11 @@ __all__ = [
     "BATCH_SIZE",
     "LOCK_FILE",
     "REREAD_NEWEST",
+    "REREAD_THREADS",
     "Progress",
+    "SyncProgress",
     "SyncReport",
+    "check_identity",
     "default_lock_path",
     "extend_history_range",
     "folder_members",
@@ -67,12 +74,40 @@ log = logging.getLogger(__name__)
 
 BATCH_SIZE = 500
 REREAD_NEWEST = 200
+# A re-read fetches whole comment threads of at most this many of its newest posts with
+# comments: one request each, every run.
+REREAD_THREADS = 20
 LOCK_FILE = "sync.lock"
 LOCK_FILE_MODE = 0o600
 SYNC_RUN_KIND = "sync"
 
-Progress = Callable[[tuple[int, int, str]], None]
-"""Receives ``(chats done, chats to do, note)``; the note never quotes message text."""
+
+@dataclass(frozen=True)
+class SyncProgress:
+    """One progress event of a sync; nothing in it quotes message text.
+
+    Attributes:
+        chats_done: chats brought up to date so far; ``chats_total``: chats in this run.
+        note: one short line for a log.
+        chat: the title of the chat being fetched now ("" between chats).
+        chat_messages: messages of that chat stored so far in this run.
+        messages: messages (and comments) stored so far in this run, for a rate.
+        wait_s: a flood wait being slept through now, in seconds from this event; 0 when none.
+        account: the account being synced.
+    """
+
+    chats_done: int
+    chats_total: int
+    note: str
+    chat: str = ""
+    chat_messages: int = 0
+    messages: int = 0
+    wait_s: float = 0.0
+    account: str = ""
+
+
+Progress = Callable[[SyncProgress], None]
+"""Receives a ``SyncProgress`` after every committed batch and around every flood wait."""
 
 _PROCESS_LOCKS: dict[str, threading.Lock] = {}
 _PROCESS_LOCKS_GUARD = threading.Lock()
@@ -243,6 +278,50 @@ def _muted(dialog: Any) -> bool:
     return until is not None and until > datetime.now(UTC)
 
 
+def check_identity(conn: db.Connection, account: str, me: Any) -> None:
+    """Make sure the session of ``account`` signs in as that account's Telegram user.
+
+    The first signed-in pass records the user (id and name) on the account; every later one
+    must sign in as the same user, and no two accounts may share one.
+
+    Raises:
+        WrongAccount: the session belongs to another user than the one recorded, or to the
+            user of another account (a session file copied or put under the wrong name).
+    """
+    user_id = int(me.id)
+    name = utils.get_display_name(me) or str(user_id)
+    hint = (
+        f"sign in again with `chatseek auth --account {account}`, or put that account's own "
+        "session file in place"
+    )
+    with db.transaction(conn):
+        store.ensure_account(conn, account)
+        row = conn.execute(
+            "SELECT user_id, display_name FROM accounts WHERE account = ?", (account,)
+        ).fetchone()
+        if row[0] is not None and int(row[0]) != user_id:
+            raise WrongAccount(
+                f"the session file of account {account!r} signs in as Telegram user {user_id} "
+                f"({name}), but account {account!r} is user {row[0]} ({row[1] or '?'})",
+                hint=hint,
+                metadata={"account": account, "user_id": str(user_id)},
+            )
+        other = conn.execute(
+            "SELECT account FROM accounts WHERE user_id = ? AND account != ?", (user_id, account)
+        ).fetchone()
+        if other is not None:
+            raise WrongAccount(
+                f"the session file of account {account!r} signs in as Telegram user {user_id} "
+                f"({name}), who is account {other[0]!r}",
+                hint=hint,
+                metadata={"account": account, "user_id": str(user_id)},
+            )
+        conn.execute(
+            "UPDATE accounts SET user_id = ?, display_name = ? WHERE account = ?",
+            (user_id, name, account),
+        )
+
+
 # --- the report ---
 
 
@@ -259,6 +338,9 @@ class SyncReport:
         unavailable: ``{chat_id, title, reason}`` of each chat Telegram refused this run.
         flood_wait_s: the wait Telegram asked for when a flood wait stopped the run, else 0.
         stopped_by: ``"budget"`` or ``"flood_wait"`` when the run stopped early, else ``None``.
+        takeout: ``"used"`` when the run fetched through a takeout session, ``"declined"`` when
+            one was asked for and Telegram did not start it (the run went on without), else
+            ``None``.
         warnings: one sentence each, never message text.
     """
 
@@ -270,6 +352,7 @@ class SyncReport:
     unavailable: list[dict[str, Any]] = field(default_factory=list)
     flood_wait_s: float = 0.0
     stopped_by: str | None = None
+    takeout: str | None = None
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -309,6 +392,24 @@ class _Chat:
 @dataclass
 class _Discussion:
     record: ExportChat
+
+
+@dataclass
+class _Thread:
+    """The comments fetched for one post; ``whole`` when they are its entire thread."""
+
+    post_id: int
+    records: list[ExportMessage]
+    whole: bool = False
+
+
+_REFUSALS = {
+    "ChannelPrivate": "the chat is private now, or this account was removed from it",
+    "ChatAdminRequired": "reading it needs admin rights this account does not have",
+    "ChatForbidden": "this account can no longer read the chat",
+    "UserBannedInChannel": "this account is banned in the chat",
+    "UnknownPeer": "this session has never seen the chat (is it in this account's chat list?)",
+}
 
 
 class _BudgetSpent(Exception):
@@ -371,9 +472,15 @@ class _SyncRun:
         self.reread = reread
         self.deadline = clock() + budget_s if budget_s and budget_s > 0 else None
         self.policy = FloodPolicy(
-            threshold_s=flood_threshold_s, sleep=sleep, clock=clock, deadline=self.deadline
+            threshold_s=flood_threshold_s,
+            sleep=sleep,
+            clock=clock,
+            deadline=self.deadline,
+            on_wait=self._waiting,
         )
         self.report = SyncReport()
+        self.current = ""
+        self.current_count = 0
         self.total = 0
         self.dialogs: list[Any] | None = None
         self.self_id: int | None = None
@@ -385,9 +492,27 @@ class _SyncRun:
     def _over_budget(self) -> bool:
         return self.deadline is not None and self.clock() >= self.deadline
 
-    def _progress(self, note: str) -> None:
+    def _progress(self, note: str, *, wait_s: float = 0.0) -> None:
         if self.on_progress is not None:
-            self.on_progress((self.report.chats_done, self.total, note))
+            self.on_progress(
+                SyncProgress(
+                    chats_done=self.report.chats_done,
+                    chats_total=self.total,
+                    note=note,
+                    chat=self.current,
+                    chat_messages=self.current_count,
+                    messages=self.report.new,
+                    wait_s=wait_s,
+                    account=self.account,
+                )
+            )
+
+    def _waiting(self, seconds: float) -> None:
+        where = f" ({self.current})" if self.current else ""
+        if seconds > 0:
+            self._progress(f"Telegram asked to wait {seconds:.0f} s{where}", wait_s=seconds)
+        else:
+            self._progress(f"flood wait over{where}")
 
     def _begin(self) -> int:
         with db.transaction(self.conn):
@@ -427,6 +552,9 @@ class _SyncRun:
 
     async def _run(self) -> None:
         try:
+            me = await self.policy.call(self.client.get_me)
+            self.self_id = int(me.id)
+            await to_thread(check_identity, self.conn, self.account, me)
             listed = await self._resolve_sources()
         except FloodWait as exc:
             self._stop("flood_wait", exc)
@@ -438,6 +566,8 @@ class _SyncRun:
         self.queued = {c.chat_id for c in work}
         while queue:
             chat = queue.popleft()
+            self.current = chat.title or str(chat.chat_id)
+            self.current_count = 0
             try:
                 if self._over_budget():
                     raise _BudgetSpent
@@ -447,7 +577,7 @@ class _SyncRun:
                 self.report.chats_remaining += len(queue) + 1
                 return
             except FloodWait as exc:
-                self._stop("flood_wait", exc)
+                self._stop("flood_wait", exc, chat)
                 self.report.chats_remaining += len(queue) + 1
                 return
             except Exception as exc:
@@ -457,18 +587,21 @@ class _SyncRun:
                 await to_thread(self._mark_unavailable, chat, reason)
                 continue
             self.report.chats_done += 1
-            self._progress(f"{chat.title or chat.chat_id}: up to date")
+            self._progress(f"{self.current}: up to date")
+            self.current = ""
             if follow is not None:
                 queue.append(follow)
                 self.queued.add(follow.chat_id)
                 self.total += 1
 
-    def _stop(self, reason: str, exc: FloodWait) -> None:
+    def _stop(self, reason: str, exc: FloodWait, chat: _Chat | None = None) -> None:
         self.report.stopped_by = reason
         self.report.flood_wait_s = float(exc.retry_after_s or 0.0)
+        where = f" while fetching {chat.title!r} ({chat.chat_id})" if chat is not None else ""
         self.report.warnings.append(
-            f"Telegram asked to wait {self.report.flood_wait_s:.0f} s; the run stopped and the "
-            "next one continues where it left off"
+            f"account {self.account!r}: Telegram asked to wait {self.report.flood_wait_s:.0f} s"
+            f"{where}, longer than this run may wait; what was fetched is stored and the next "
+            "run continues where this one stopped"
         )
 
     # --- sources and the work list ---
@@ -608,10 +741,12 @@ class _SyncRun:
                 return dialog.input_entity
         return chat.chat_id
 
-    async def _fetch(self, peer: Any, limit: int | None, **kwargs: Any) -> list[Any]:
-        """One ``iter_messages`` call, drained, under the flood policy."""
-        return await self.policy.call(
-            lambda: collect(self.client.iter_messages(peer, limit, **kwargs))
+    async def _fetch(
+        self, peer: Any, limit: int | None, *, reverse: bool = False, **kwargs: Any
+    ) -> Fetched:
+        """One resumable ``iter_messages`` (see ``fetch_messages``) under the flood policy."""
+        return await fetch_messages(
+            self.client, self.policy, peer, limit, reverse=reverse, **kwargs
         )
 
     async def _self_id(self) -> int:
@@ -634,19 +769,24 @@ class _SyncRun:
             offset_date = None
             if cursor == 0 and chat.since:
                 offset_date = datetime.fromtimestamp(chat.since, UTC)
-            messages = await self._fetch(
+            fetched = await self._fetch(
                 peer, self.batch_size, min_id=start, reverse=True, offset_date=offset_date
             )
+            messages = fetched.messages
             record = _fresh_record(record, messages)
             records = [to_records(m, record, self_id=self_id) for m in messages]
             comments, cut, stop = await self._batch_comments(chat, peer, messages)
             kept = records[:cut]
-            caught_up = cut == len(messages) and len(messages) < self.batch_size
+            caught_up = (
+                fetched.stop is None and cut == len(messages) and len(messages) < self.batch_size
+            )
             await to_thread(self._commit_batch, chat, record, kept, comments, start, caught_up)
             if kept:
                 cursor = kept[-1].msg_id
             if stop is not None:
                 raise stop
+            if fetched.stop is not None:
+                raise fetched.stop
             if caught_up:
                 break
         if chat.history_complete:
@@ -658,7 +798,7 @@ class _SyncRun:
         chat: _Chat,
         record: ExportChat,
         records: list[ExportMessage],
-        comments: list[tuple[int, list[ExportMessage]]],
+        comments: list[_Thread],
         start: int,
         caught_up: bool,
     ) -> None:
@@ -689,8 +829,9 @@ class _SyncRun:
                 extend_history_range(self.conn, account, chat.chat_id, first, top)
         self.report.new += stats.new
         self.report.updated += stats.updated
+        self.current_count += len(records)
         if records:
-            self._progress(f"{record.title or chat.chat_id}: {len(records)} messages")
+            self._progress(f"{record.title or chat.chat_id}: {self.current_count} messages")
 
     def _mark_unavailable(self, chat: _Chat, reason: str) -> None:
         with db.transaction(self.conn):
@@ -702,6 +843,11 @@ class _SyncRun:
         self.report.unavailable.append(
             {"chat_id": chat.chat_id, "title": chat.title, "reason": reason}
         )
+        self.report.warnings.append(
+            f"account {self.account!r}: Telegram refused {chat.title!r} ({chat.chat_id}): "
+            f"{_REFUSALS.get(reason, reason)}; what was fetched before is stored, and the chat "
+            "is tried again next run"
+        )
         log.info("chat %d of %s is unavailable: %s", chat.chat_id, self.account, reason)
 
     # --- re-read ---
@@ -712,23 +858,28 @@ class _SyncRun:
         """Re-read the newest messages up to ``top``: edits, reactions, deletions in range."""
         if self.reread <= 0 or top <= 0:
             return
-        messages = await self._fetch(peer, self.reread, max_id=top + 1)
+        fetched = await self._fetch(peer, self.reread, max_id=top + 1)
+        messages = fetched.messages
         if not messages:
+            if fetched.stop is not None:
+                raise fetched.stop
             return
         record = _fresh_record(record, messages)
         records = [to_records(m, record, self_id=self_id) for m in messages]
-        comments, _, stop = await self._batch_comments(chat, peer, messages)
+        comments, _, stop = await self._batch_comments(chat, peer, messages, whole=True)
         low = min(m.id for m in messages)
         await to_thread(self._commit_reread, chat, record, records, comments, low, top)
         if stop is not None:
             raise stop
+        if fetched.stop is not None:
+            raise fetched.stop
 
     def _commit_reread(
         self,
         chat: _Chat,
         record: ExportChat,
         records: list[ExportMessage],
-        comments: list[tuple[int, list[ExportMessage]]],
+        comments: list[_Thread],
         low: int,
         top: int,
     ) -> None:
@@ -824,66 +975,90 @@ class _SyncRun:
         return {int(r[0]): (int(r[1]), int(r[2])) for r in rows}
 
     async def _batch_comments(
-        self, chat: _Chat, peer: Any, messages: Sequence[Any]
-    ) -> tuple[list[tuple[int, list[ExportMessage]]], int, BaseException | None]:
-        """Fetch the new comments of ``messages`` (posts) that Telegram reports comments on.
+        self, chat: _Chat, peer: Any, messages: Sequence[Any], *, whole: bool = False
+    ) -> tuple[list[_Thread], int, BaseException | None]:
+        """Fetch the comments of ``messages`` (posts) that Telegram reports comments on.
+
+        By default only the comments after the newest stored one, and only of threads whose
+        reply count grew; with ``whole`` (a re-read) every thread of the posts that have or
+        had comments, whole, so that edits and deletions in them are seen.
 
         Returns the comments per post, how many of ``messages`` may be committed (every one
-        whose thread was fetched), and the stop (budget or flood wait) that cut it short.
+        whose thread was fetched), and the stop (budget, flood wait, refusal) that cut it short.
         """
         if not chat.comments or chat.type != "channel":
             return [], len(messages), None
-        posts = [
+        candidates = [
             (i, m)
             for i, m in enumerate(messages)
-            if isinstance(m, types.Message)
-            and m.replies is not None
-            and m.replies.comments
-            and m.replies.replies > 0
+            if isinstance(m, types.Message) and m.replies is not None and m.replies.comments
         ]
-        if not posts:
+        if whole:
+            candidates = candidates[:REREAD_THREADS]
+        if not candidates:
             return [], len(messages), None
         disc = await self._discussion(chat, peer)
         if disc is None:
             return [], len(messages), None
         stored = await to_thread(self._stored_threads, disc.record.chat_id, chat.chat_id)
-        out: list[tuple[int, list[ExportMessage]]] = []
+        out: list[_Thread] = []
         fetched = 0
-        for index, post in posts:
+        for index, post in candidates:
             count, newest = stored.get(post.id, (0, 0))
-            if post.replies.replies <= count:
+            if whole:
+                if post.replies.replies <= 0 and count == 0:
+                    continue
+                newest = 0
+            elif post.replies.replies <= count:
                 continue
             if fetched and self._over_budget():
                 return out, index, _BudgetSpent()
-            try:
-                thread = await self._fetch(peer, None, reply_to=post.id, min_id=newest)
-            except FloodWait as exc:
-                return out, index, exc
+            thread = await self._fetch(peer, None, reverse=True, reply_to=post.id, min_id=newest)
             fetched += 1
             group_id = disc.record.chat_id
             records = [
                 to_records(m, disc.record)
-                for m in sorted(thread, key=lambda m: m.id)
+                for m in thread.messages
                 if utils.get_peer_id(m.peer_id) == group_id
             ]
-            out.append((post.id, records))
+            out.append(_Thread(post.id, records, whole=whole and thread.stop is None))
+            if thread.stop is not None:
+                return out, index, thread.stop
         return out, len(messages), None
 
-    def _store_comments(self, chat: _Chat, comments: list[tuple[int, list[ExportMessage]]]) -> None:
+    def _store_comments(self, chat: _Chat, comments: list[_Thread]) -> None:
+        """Store fetched comments; a thread fetched whole also loses the comments now gone."""
         group_id = chat.linked_chat_id
         if group_id is None or not comments:
             return
-        flat = [m for _, records in comments for m in records]
+        flat = [m for thread in comments for m in thread.records]
         stats = store.store_messages(self.conn, self.account, flat)
         self.conn.executemany(
             "UPDATE messages SET comment_channel_id = ?, comment_post_id = ?"
             " WHERE account = ? AND chat_id = ? AND msg_id = ?",
             [
-                (chat.chat_id, post_id, self.account, group_id, m.msg_id)
-                for post_id, records in comments
-                for m in records
+                (chat.chat_id, thread.post_id, self.account, group_id, m.msg_id)
+                for thread in comments
+                for m in thread.records
             ],
         )
+        for thread in comments:
+            if not thread.whole:
+                continue
+            kept = {m.msg_id for m in thread.records}
+            stored = [
+                int(r[0])
+                for r in self.conn.execute(
+                    "SELECT msg_id FROM messages WHERE account = ? AND chat_id = ?"
+                    " AND comment_channel_id = ? AND comment_post_id = ?",
+                    (self.account, group_id, chat.chat_id, thread.post_id),
+                )
+            ]
+            gone = sorted(set(stored) - kept)
+            if gone:
+                self.report.deleted += store.delete_messages(
+                    self.conn, self.account, group_id, gone
+                )
         _count_messages(self.conn, self.account, group_id)
         self.report.new += stats.new
         self.report.updated += stats.updated
@@ -959,6 +1134,7 @@ async def sync(
     reread: int = REREAD_NEWEST,
     flood_threshold_s: float = FLOOD_SLEEP_THRESHOLD_S,
     lock_path: Path | None = None,
+    takeout: bool = False,
 ) -> SyncReport:
     """Fetch what is new in every source chat of ``account``, then re-read the newest.
 
@@ -984,25 +1160,55 @@ async def sync(
         reread: how many of the newest messages a re-read covers.
         flood_threshold_s: longest flood wait slept through; a longer one stops the run.
         lock_path: the lock file; by default ``sync.lock`` beside the database file.
+        takeout: fetch through a takeout (data export) session, finished when the run ends
+            (successfully unless it raised). When Telegram does not start one (the user has
+            not allowed it in the app), the run goes on with ordinary requests and its report
+            says ``takeout: "declined"`` with a warning naming the account.
 
     Raises:
         SyncRunning: another sync or deletion pass is running.
+        WrongAccount: the session signs in as another user than the account's.
     """
     path = lock_path if lock_path is not None else default_lock_path(conn)
     with sync_lock(path):
-        run = _SyncRun(
-            conn,
-            client,
-            account,
-            budget_s=budget_s,
-            refresh_only=refresh_only,
-            chat_ids=chat_ids,
-            clock=clock,
-            sleep=sleep,
-            now=now,
-            on_progress=on_progress,
-            batch_size=batch_size,
-            reread=reread,
-            flood_threshold_s=flood_threshold_s,
+        async with contextlib.AsyncExitStack() as stack:
+            used, declined = client, None
+            if takeout:
+                used, declined = await _enter_takeout(stack, client, account)
+            run = _SyncRun(
+                conn,
+                used,
+                account,
+                budget_s=budget_s,
+                refresh_only=refresh_only,
+                chat_ids=chat_ids,
+                clock=clock,
+                sleep=sleep,
+                now=now,
+                on_progress=on_progress,
+                batch_size=batch_size,
+                reread=reread,
+                flood_threshold_s=flood_threshold_s,
+            )
+            if takeout:
+                run.report.takeout = "declined" if declined else "used"
+            if declined is not None:
+                run.report.warnings.append(declined)
+            return await run.execute()
+
+
+async def _enter_takeout(
+    stack: contextlib.AsyncExitStack, client: TelegramClientLike, account: str
+) -> tuple[TelegramClientLike, str | None]:
+    """The takeout client (finished when ``stack`` closes), or ``client`` and why not."""
+    try:
+        takeout_client = await stack.enter_async_context(
+            client.takeout(finalize=True, users=True, chats=True, megagroups=True, channels=True)
         )
-        return await run.execute()
+    except errors.TakeoutInitDelayError as exc:
+        return client, (
+            f"account {account!r}: Telegram did not start a data export (takeout) session and "
+            f"asks to wait {exc.seconds} s; allow the export request in the Telegram app, then "
+            "run `chatseek sync --takeout` again; this run used ordinary requests"
+        )
+    return takeout_client, None

@@ -12,11 +12,10 @@ client never sleeps through a flood wait on its own (``flood_sleep_threshold=0``
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -36,11 +35,13 @@ __all__ = [
     "GENERAL_TOPIC_ID",
     "SESSIONS_DIR",
     "UNAVAILABLE_ERRORS",
+    "Fetched",
+    "FloodNotice",
     "FloodPolicy",
     "TelegramClientLike",
     "chat_record",
     "collect",
-    "connected_client",
+    "fetch_messages",
     "folder_title",
     "get_folders",
     "get_linked_chat",
@@ -91,7 +92,8 @@ class TelegramClientLike(Protocol):
     """The Telethon calls ingest makes; ``telethon.TelegramClient`` satisfies it as it is.
 
     ``__call__`` is used for exactly two raw requests: ``messages.GetDialogFiltersRequest``
-    (folders) and ``channels.GetFullChannelRequest`` (a channel's discussion group).
+    (folders) and ``channels.GetFullChannelRequest`` (a channel's discussion group). The
+    client ``takeout()`` yields satisfies it too.
     """
 
     session: Any
@@ -149,6 +151,12 @@ class TelegramClientLike(Protocol):
     async def __call__(self, request: Any) -> Any:
         """Send a raw request."""
 
+    def takeout(self, finalize: bool = True, **kinds: bool | None) -> Any:
+        """An async context manager whose client sends its requests in a takeout session.
+
+        Entering it raises ``TakeoutInitDelayError`` until the user allows the export.
+        """
+
 
 # --- sessions and the real client ---
 
@@ -198,30 +206,11 @@ def open_client(session: str, api_id: int, api_hash: str) -> Any:
     )
 
 
-@contextlib.asynccontextmanager
-async def connected_client(
-    home: Path, account: str, api_id: int, api_hash: str
-) -> AsyncIterator[TelegramClientLike]:
-    """Connect a real client for ``account`` and make sure it is signed in; disconnect after.
-
-    Raises:
-        NotAuthorized: no session file, or Telegram no longer accepts the session.
-    """
-    client = open_client(read_session(home, account), api_id, api_hash)
-    await client.connect()
-    try:
-        if not await client.is_user_authorized():
-            raise NotAuthorized(
-                f"the Telegram session of account {account!r} is no longer valid",
-                hint="run `chatseek auth` to sign in again",
-                metadata={"account": account},
-            )
-        yield client
-    finally:
-        await client.disconnect()
-
-
 # --- flood waits ---
+
+
+FloodNotice = Callable[[float], None]
+"""Told the seconds of every flood wait being slept through (0 once it is over)."""
 
 
 @dataclass
@@ -229,7 +218,9 @@ class FloodPolicy:
     """Sleeps through short flood waits and turns longer ones into ``FloodWait``.
 
     A wait is slept through when it is at most ``threshold_s`` and ends before ``deadline``
-    (a ``clock`` reading; ``None`` = no deadline), at most ``MAX_FLOOD_RETRIES`` times in a row.
+    (a ``clock`` reading; ``None`` = no deadline), at most ``MAX_FLOOD_RETRIES`` times in a row
+    without progress in between. ``FLOOD_PREMIUM_WAIT`` (a wait Telegram imposes on accounts
+    without Premium) is treated as a flood wait. ``on_wait`` hears each wait slept through.
     """
 
     threshold_s: float = FLOOD_SLEEP_THRESHOLD_S
@@ -237,6 +228,26 @@ class FloodPolicy:
     clock: Callable[[], float] = time.monotonic
     deadline: float | None = None
     slept_s: float = field(default=0.0)
+    on_wait: FloodNotice | None = None
+
+    async def wait(self, exc: BaseException, attempt: int) -> None:
+        """Sleep through the flood wait ``exc`` (the ``attempt``-th in a row), or refuse it.
+
+        Raises:
+            FloodWait: the wait is too long, would pass the deadline, or keeps coming back.
+        """
+        seconds = float(getattr(exc, "seconds", 0) or 0)
+        too_long = seconds > self.threshold_s
+        past_deadline = self.deadline is not None and self.clock() + seconds > self.deadline
+        if too_long or past_deadline or attempt > MAX_FLOOD_RETRIES:
+            raise _flood(seconds) from exc
+        log.info("telegram flood wait of %.0f s: sleeping through it", seconds)
+        if self.on_wait is not None:
+            self.on_wait(seconds)
+        await self.sleep(seconds)
+        self.slept_s += seconds
+        if self.on_wait is not None:
+            self.on_wait(0.0)
 
     async def call(self, request: Callable[[], Awaitable[T]]) -> T:
         """Run ``request()``; retry it after sleeping through an acceptable flood wait.
@@ -245,19 +256,76 @@ class FloodPolicy:
             FloodWait: the wait is too long, would pass the deadline, or keeps coming back;
                 ``retry_after_s`` says how long Telegram asked to wait.
         """
-        for _ in range(MAX_FLOOD_RETRIES + 1):
+        attempt = 0
+        while True:
             try:
                 return await request()
             except _FLOOD_ERRORS as exc:
-                wait = float(getattr(exc, "seconds", 0) or 0)
-                too_long = wait > self.threshold_s
-                past_deadline = self.deadline is not None and self.clock() + wait > self.deadline
-                if too_long or past_deadline:
-                    raise _flood(wait) from exc
-                log.info("telegram flood wait of %.0f s: sleeping through it", wait)
-                await self.sleep(wait)
-                self.slept_s += wait
-        raise _flood(0.0)
+                attempt += 1
+                await self.wait(exc, attempt)
+
+
+@dataclass
+class Fetched:
+    """What one resumable message iteration returned, and what stopped it early.
+
+    Attributes:
+        messages: the messages in the order they came (every one Telegram sent before a stop).
+        stop: ``None`` when the iteration ran to its end; else a ``FloodWait`` too long to
+            sleep through, the error Telegram refused the chat with (see
+            ``unavailable_reason``), or its refusal of the session (signed out, revoked).
+            What came before it is in ``messages``.
+    """
+
+    messages: list[Any]
+    stop: BaseException | None = None
+
+
+async def fetch_messages(
+    client: TelegramClientLike,
+    policy: FloodPolicy,
+    peer: Any,
+    limit: int | None,
+    *,
+    reverse: bool,
+    **kwargs: Any,
+) -> Fetched:
+    """Iterate ``client.iter_messages`` and keep every message it yields, across flood waits.
+
+    Telethon pages a history 100 messages per request, and a flood wait can strike any of
+    them. After one is slept through, the iteration starts again just after the last message
+    received (``min_id`` oldest first, ``max_id`` newest first), so nothing is fetched twice.
+    A wait the policy refuses, or a refusal of the chat or of the session mid-way, ends the
+    iteration with what came before it. Any other error propagates.
+    """
+    got: list[Any] = []
+    attempt = 0
+    while True:
+        left = None if limit is None else limit - len(got)
+        if left is not None and left <= 0:
+            return Fetched(got)
+        args = dict(kwargs)
+        if got:
+            if reverse:
+                args["min_id"] = max(int(args.get("min_id") or 0), int(got[-1].id))
+                args.pop("offset_date", None)
+            else:
+                args["max_id"] = int(got[-1].id)
+        before = len(got)
+        try:
+            async for message in client.iter_messages(peer, left, reverse=reverse, **args):
+                got.append(message)
+            return Fetched(got)
+        except _FLOOD_ERRORS as exc:
+            attempt = 1 if len(got) > before else attempt + 1
+            try:
+                await policy.wait(exc, attempt)
+            except FloodWait as stop:
+                return Fetched(got, stop)
+        except Exception as exc:
+            if unavailable_reason(exc) is None and not isinstance(exc, errors.UnauthorizedError):
+                raise
+            return Fetched(got, exc)
 
 
 def _flood(wait: float) -> FloodWait:
@@ -840,4 +908,5 @@ def to_records(message: Any, chat: ExportChat, *, self_id: int | None = None) ->
         has_link=has_link,
         buttons=buttons,
         raw_type="service" if service else "message",
+        grouped_id=getattr(message, "grouped_id", None) if not service else None,
     )

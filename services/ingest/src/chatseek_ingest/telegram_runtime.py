@@ -137,7 +137,7 @@ async def account_client(
         yield client
     except errors.UnauthorizedError as exc:
         raise _signed_out(account) from exc
-    except errors.FloodWaitError as exc:
+    except (errors.FloodWaitError, errors.FloodPremiumWaitError) as exc:
         raise _flood(exc) from exc
     except OSError as exc:
         raise _unreachable(exc) from exc

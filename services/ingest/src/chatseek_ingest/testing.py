@@ -1,12 +1,18 @@
 """A strict fake Telegram for tests: real Telethon objects and real Telethon errors, no sockets.
 
-Owns ``FakeTelegram``, an in-memory Telegram world (users, legacy groups, supergroups, forums,
-channels with discussion groups, folders) that implements ``TelegramClientLike``.
-Invariants: every message handed out is a fresh ``telethon.tl.types.Message`` /
-``MessageService`` with its entities attached as Telethon attaches them; it refuses what Telegram
-or Telethon refuse (peers this client has not seen, wrong access hashes, private chats, wrong
-codes, a missing two-step password, requests while disconnected or signed out) and raises an
-injected ``FloodWaitError`` on the Nth request; every request is logged in ``requests``.
+Owns ``FakeTelegram``, an in-memory Telegram account (users, legacy groups, supergroups, forums,
+channels with discussion groups, folders) that implements ``TelegramClientLike``, and
+``fake_factory``, which hands a service the fake whose session string it was given.
+Invariants: history is served as Telegram serves it — ``messages.getHistory`` /
+``messages.getReplies`` pages of at most 100 with ``offset_id``/``add_offset``/``limit``,
+driven by Telethon's own ``iter_messages`` iterator; every message handed out is a fresh
+``telethon.tl.types.Message`` / ``MessageService`` with its entities attached as Telethon
+attaches them; the client's entity cache starts empty on every (re)connect, as a
+``StringSession`` client's does, and learns only from responses; it refuses what Telegram or
+Telethon refuse (unseen peers, wrong access hashes, private chats, wrong codes, a missing
+two-step password, requests while disconnected or signed out, a takeout the user has not
+allowed) and raises scheduled flood waits on any request; every request is logged in
+``requests``.
 """
 
 from __future__ import annotations
@@ -21,13 +27,14 @@ from typing import Any
 
 from telethon import errors, utils
 from telethon._updates import EntityCache
+from telethon.client.messages import _MessagesIter
 from telethon.tl import functions, types
 from telethon.tl.custom import Dialog
 
 from chatseek_core import db
 from chatseek_ingest.schema import MIGRATIONS, OWNER
 
-__all__ = ["FakeTelegram", "access_hash_of", "ingest_db"]
+__all__ = ["FakeTelegram", "access_hash_of", "fake_factory", "ingest_db", "photo"]
 
 BASE_DATE = datetime(2024, 1, 1, tzinfo=UTC)
 MESSAGE_SPACING = timedelta(minutes=1)
@@ -40,6 +47,9 @@ _HASH_PRIME = 7919
 _HASH_SALT = 12345
 _HASH_MASK = 0x7FFFFFFFFFFF
 _NO_AUTH_METHODS = frozenset({"send_code_request", "sign_in"})
+PAGE_LIMIT = 100
+"""The most messages Telegram returns for one ``getHistory`` / ``getReplies`` request."""
+SESSION_PREFIX = "fake-session:"
 
 
 def ingest_db(path: Path) -> db.Connection:
@@ -68,9 +78,11 @@ class _Chat:
 
 @dataclass
 class _Injected:
-    error: Exception
+    error: Callable[[], Exception]
     remaining: int
     method: str | None
+    every: int | None = None
+    times: int = 1
 
 
 class _FakeSession:
@@ -79,8 +91,26 @@ class _FakeSession:
     def __init__(self, owner: FakeTelegram) -> None:
         self._owner = owner
 
+    takeout_id: int | None = None
+
     def save(self) -> str:
-        return f"fake-session:{self._owner.me.id}" if self._owner.authorized else ""
+        return f"{SESSION_PREFIX}{self._owner.me.id}" if self._owner.authorized else ""
+
+
+def fake_factory(*accounts: FakeTelegram) -> Callable[[str, int, str], Any]:
+    """A ``TelegramFactory`` that hands out the fake whose session string it is given.
+
+    A session string no fake issued (or an empty one) gets a fresh fake that is signed out, as
+    Telegram treats an unknown or revoked authorisation key.
+    """
+
+    def factory(session: str, api_id: int, api_hash: str) -> Any:
+        for account in accounts:
+            if session and session == f"{SESSION_PREFIX}{account.me.id}":
+                return account
+        return FakeTelegram(authorized=False, connected=False)
+
+    return factory
 
 
 class FakeTelegram:
@@ -96,9 +126,16 @@ class FakeTelegram:
         connected: whether the client starts connected.
 
     Attributes:
-        requests: ``(method, marked chat id)`` of every request, in order.
+        requests: ``(method, marked chat id)`` of every request, in order. History pages are
+            ``get_history`` and ``get_replies``; a request inside a takeout session is
+            ``takeout:<method>``.
         hold: when set, every request waits for this event (and sets ``holding`` first).
         on_request: called with the method name of every request (to drive a test clock).
+        takeout_delay: when set, the account has not allowed a data export (takeout) in the
+            app: starting one raises ``TakeoutInitDelayError`` with these seconds.
+        takeouts: ``(takeout id, finished successfully)`` of every takeout session, in order
+            (``None`` while one is open).
+        pages: ``(marked chat id, message ids newest first)`` of every history page served.
     """
 
     def __init__(
@@ -133,6 +170,10 @@ class FakeTelegram:
         self._code_ok = False
         self._self_id = me_id
         self._mb_entity_cache = EntityCache()
+        self.takeout_delay: int | None = None
+        self.takeouts: list[tuple[int, bool | None]] = []
+        self.pages: list[tuple[int, list[int]]] = []
+        self._albums = 0
         self.me = types.User(
             id=me_id,
             is_self=True,
@@ -283,11 +324,13 @@ class FakeTelegram:
         reply_markup: Any = None,
         out: bool | None = None,
         edit_date: datetime | None = None,
+        grouped_id: int | None = None,
     ) -> Any:
         """Append a message to ``chat`` and return it as Telethon would (entities attached).
 
         ``sender`` is a user or channel entity (``None``: the channel itself for a broadcast
-        post, the account otherwise). ``topic`` puts it in a forum topic.
+        post, the account otherwise). ``topic`` puts it in a forum topic. ``grouped_id`` makes
+        it part of an album (see ``album``).
         """
         target = self._chat_of(chat)
         msg_id = self._next_id(target)
@@ -312,9 +355,28 @@ class FakeTelegram:
             via_bot_id=via_bot_id,
             reply_markup=reply_markup,
             edit_date=edit_date,
+            grouped_id=grouped_id,
         )
         target.messages[msg_id] = (types.Message, kwargs)
         return self._materialise(target, msg_id)
+
+    def album(self, chat: Any, count: int, caption: str = "", *, sender: Any = None) -> list[Any]:
+        """Send an album of ``count`` photos as Telegram does: one message per photo, one shared
+        ``grouped_id``, the caption on the first; returns the messages."""
+        self._albums += 1
+        grouped = 13_000_000_000_000_000 + self._albums
+        date = self._next_date()
+        return [
+            self.send(
+                chat,
+                caption if n == 0 else "",
+                sender=sender,
+                date=date,
+                media=photo(self._albums * 100 + n),
+                grouped_id=grouped,
+            )
+            for n in range(count)
+        ]
 
     def service(
         self,
@@ -375,10 +437,16 @@ class FakeTelegram:
         self._chat_of(chat).messages[msg_id][1]["reactions"] = _reactions(counts)
 
     def delete(self, chat: Any, *msg_ids: int) -> None:
-        """Delete messages for everyone."""
+        """Delete messages for everyone (a deleted comment lowers its post's reply count)."""
         target = self._chat_of(chat)
         for msg_id in msg_ids:
             del target.messages[msg_id]
+        for source in self._chats.values():
+            if source.linked is None or self._chats.get(source.linked) is not target:
+                continue
+            for (_, post_id), copy_id in target.copies.items():
+                if post_id in source.messages and "replies" in source.messages[post_id][1]:
+                    self._count_replies(source, post_id, target, copy_id)
 
     def forbid(self, chat: Any, error: type[Any] = errors.ChannelPrivateError) -> None:
         """Make Telegram refuse ``chat`` with ``error`` (kicked, left, went private)."""
@@ -459,6 +527,10 @@ class FakeTelegram:
             kwargs["reply_to"] = types.MessageReplyHeader(
                 reply_to_msg_id=reply_to, reply_to_top_id=copy_id
             )
+        self._count_replies(source, post_id, group, copy_id)
+        return self._materialise(group, made.id)
+
+    def _count_replies(self, source: _Chat, post_id: int, group: _Chat, copy_id: int) -> None:
         thread = self._thread(group, copy_id)
         source.messages[post_id][1]["replies"] = types.MessageReplies(
             replies=len(thread),
@@ -467,19 +539,72 @@ class FakeTelegram:
             channel_id=group.entity.id,
             max_id=max(thread) if thread else None,
         )
-        return self._materialise(group, made.id)
 
     def set_file(self, chat: Any, msg_id: int, data: bytes) -> None:
         """The bytes ``download_media`` returns for the media of that message."""
         self.files[(utils.get_peer_id(chat) if not isinstance(chat, int) else chat, msg_id)] = data
 
-    def inject(self, error: Exception, *, at: int = 1, method: str | None = None) -> None:
-        """Raise ``error`` on the ``at``-th request from now (of ``method`` when given)."""
-        self._injected.append(_Injected(error=error, remaining=at, method=method))
+    def inject(
+        self,
+        error: Exception | Callable[[], Exception],
+        *,
+        at: int = 1,
+        method: str | None = None,
+        every: int | None = None,
+        times: int = 1,
+    ) -> None:
+        """Raise ``error`` on the ``at``-th request from now (counting only ``method``'s).
 
-    def flood(self, seconds: int, *, at: int = 1, method: str | None = None) -> None:
-        """Raise ``FloodWaitError(seconds)`` on the ``at``-th request from now."""
-        self.inject(errors.FloodWaitError(request=None, capture=seconds), at=at, method=method)
+        With ``every``, it strikes again every ``every`` requests after that, ``times`` times
+        in all (``times=0``: for ever). ``method`` matches the logged name, so
+        ``"get_history"`` strikes a page in the middle of a long ``iter_messages``, and
+        ``"takeout:get_history"`` only pages fetched inside a takeout session.
+        """
+        factory: Callable[[], Exception]
+        if isinstance(error, Exception):
+            fixed = error
+            factory = lambda: fixed  # noqa: E731
+        else:
+            factory = error
+        self._injected.append(
+            _Injected(error=factory, remaining=at, method=method, every=every, times=times)
+        )
+
+    def flood(
+        self,
+        seconds: int,
+        *,
+        at: int = 1,
+        method: str | None = None,
+        every: int | None = None,
+        times: int = 1,
+        premium: bool = False,
+    ) -> None:
+        """Raise ``FloodWaitError(seconds)`` (``FloodPremiumWaitError`` when ``premium``) on the
+        ``at``-th request from now, and on the schedule ``every``/``times`` gives (see
+        ``inject``)."""
+        cls = errors.FloodPremiumWaitError if premium else errors.FloodWaitError
+        self.inject(
+            lambda: cls(request=None, capture=seconds),
+            at=at,
+            method=method,
+            every=every,
+            times=times,
+        )
+
+    def restart(self) -> None:
+        """A new client process over the same session: connected, with an empty entity cache."""
+        self.connected = False
+        self._forget()
+        self.connected = True
+
+    def revoke(self) -> None:
+        """Terminate this session from another device: every request is refused from now on."""
+        self.authorized = False
+
+    def _forget(self) -> None:
+        self._seen = {self.me.id}
+        self.session.takeout_id = None
 
     def stored_ids(self, chat: Any) -> list[int]:
         """The ids of the messages ``chat`` holds, ascending."""
@@ -491,11 +616,17 @@ class FakeTelegram:
 
     # --- request plumbing ---
 
-    async def _request(self, method: str, chat_id: int | None = None) -> None:
+    async def _request(
+        self, method: str, chat_id: int | None = None, *, takeout: int | None = None
+    ) -> None:
         if not self.connected:
             raise ConnectionError("Cannot send requests while disconnected")
         if method not in _NO_AUTH_METHODS and not self.authorized:
             raise errors.AuthKeyUnregisteredError(request=None)
+        if takeout is not None:
+            if self.session.takeout_id != takeout:
+                raise errors.TakeoutInvalidError(request=None)
+            method = f"takeout:{method}"
         self.requests.append((method, chat_id))
         if self.on_request is not None:
             self.on_request(method)
@@ -506,9 +637,14 @@ class FakeTelegram:
             if injected.method is not None and injected.method != method:
                 continue
             injected.remaining -= 1
-            if injected.remaining <= 0:
+            if injected.remaining > 0:
+                continue
+            injected.times -= 1
+            if injected.every is not None and injected.times != 0:
+                injected.remaining = injected.every
+            else:
                 self._injected.remove(injected)
-                raise injected.error
+            raise injected.error()
 
     def _all_entities(self) -> dict[int, Any]:
         return {marked: chat.entity for marked, chat in self._chats.items()}
@@ -587,7 +723,13 @@ class FakeTelegram:
     # --- TelegramClientLike ---
 
     async def connect(self) -> None:
-        """Open the (pretend) connection."""
+        """Open the (pretend) connection; a client that was disconnected starts a new process.
+
+        chatseek builds a new client over the session string for every pass, and a
+        ``StringSession`` keeps no entities, so the entity cache starts empty again.
+        """
+        if not self.connected:
+            self._forget()
         self.connected = True
 
     async def disconnect(self) -> None:
@@ -652,7 +794,14 @@ class FakeTelegram:
             yielded += 1
             yield Dialog(self, raw, {marked: chat.entity}, None)
 
-    async def iter_messages(
+    async def get_input_entity(self, entity: Any) -> Any:
+        """Telethon's ``get_input_entity``: an input peer from the cache, or a username lookup."""
+        chat = await self._resolve(entity)
+        if chat.entity.id == self.me.id and isinstance(chat.entity, types.User):
+            return types.InputPeerSelf()
+        return utils.get_input_peer(chat.entity)
+
+    def iter_messages(
         self,
         entity: Any,
         limit: int | None = None,
@@ -662,31 +811,145 @@ class FakeTelegram:
         min_id: int = 0,
         reverse: bool = False,
         reply_to: int | None = None,
-    ) -> AsyncIterator[Any]:
-        """Telethon's ``iter_messages``: history (or one thread) in id order."""
-        chat = await self._resolve(entity)
-        marked = utils.get_peer_id(chat.entity)
-        await self._request("iter_messages", marked)
+        wait_time: float | None = None,
+    ) -> Any:
+        """Telethon's own ``iter_messages`` iterator, paging through this fake's raw requests.
+
+        Each page is one ``get_history`` (or ``get_replies``) request of at most 100 messages,
+        so a scheduled flood wait can strike in the middle of a long iteration.
+        """
+        return self._iterator(
+            entity, limit, offset_date, max_id, min_id, reverse, reply_to, wait_time, None
+        )
+
+    def _iterator(
+        self,
+        entity: Any,
+        limit: int | None,
+        offset_date: datetime | None,
+        max_id: int,
+        min_id: int,
+        reverse: bool,
+        reply_to: int | None,
+        wait_time: float | None,
+        takeout: int | None,
+    ) -> Any:
+        client: Any = self if takeout is None else _FakeTakeout(self, takeout, finalize=False)
+        return _MessagesIter(
+            client,
+            limit,
+            reverse=reverse,
+            wait_time=wait_time,
+            entity=entity,
+            offset_id=0,
+            min_id=min_id,
+            max_id=max_id,
+            from_user=None,
+            offset_date=offset_date,
+            add_offset=0,
+            filter=None,
+            search=None,
+            reply_to=reply_to,
+            scheduled=False,
+        )
+
+    def _page(
+        self,
+        source: _Chat,
+        ids: list[int],
+        *,
+        offset_id: int,
+        offset_date: datetime | None,
+        add_offset: int,
+        limit: int,
+        max_id: int,
+        min_id: int,
+    ) -> list[int]:
+        """The ids one history request returns, newest first, as Telegram picks them.
+
+        Telegram walks the history newest first: the page starts at the first message older
+        than ``offset_id`` (or than ``offset_date``, without an ``offset_id``), moved by
+        ``add_offset`` (negative: towards newer messages), and holds at most ``limit`` (at
+        most 100) messages; ``max_id``/``min_id`` bound it, both exclusive.
+        """
+        newest_first = sorted(ids, reverse=True)
+        if offset_id:
+            start = next((i for i, m in enumerate(newest_first) if m < offset_id), len(ids))
+        elif offset_date is not None:
+            start = next(
+                (
+                    i
+                    for i, m in enumerate(newest_first)
+                    if source.messages[m][1]["date"] < offset_date
+                ),
+                len(ids),
+            )
+        else:
+            start = 0
+        start += add_offset
+        count = max(0, min(limit, PAGE_LIMIT))
+        end = start + count
+        page = newest_first[max(start, 0) : max(end, 0)]
+        return [m for m in page if (not max_id or m < max_id) and m > min_id]
+
+    def _history(self, request: Any, chat: _Chat, takeout: int | None) -> Any:
         self._readable(chat)
         source = chat
-        if reply_to is not None:
-            source, ids = self._replies(chat, reply_to)
+        if isinstance(request, functions.messages.GetRepliesRequest):
+            source, ids = self._replies(chat, request.msg_id)
         else:
-            ids = sorted(chat.messages)
-        ids = [i for i in ids if i > min_id and (not max_id or i < max_id)]
-        if offset_date is not None:
-            if reverse:
-                ids = [i for i in ids if source.messages[i][1]["date"] >= offset_date]
-            else:
-                ids = [i for i in ids if source.messages[i][1]["date"] < offset_date]
-        if not reverse:
-            ids.reverse()
-        if limit is not None:
-            ids = ids[:limit]
-        messages = [self._materialise(source, i) for i in ids]
-        self._mark_seen(messages)
+            ids = list(chat.messages)
+        page = self._page(
+            source,
+            ids,
+            offset_id=request.offset_id,
+            offset_date=request.offset_date,
+            add_offset=request.add_offset,
+            limit=request.limit,
+            max_id=request.max_id,
+            min_id=request.min_id,
+        )
+        self.pages.append((utils.get_peer_id(chat.entity), page))
+        messages = [self._raw(source, i) for i in page]
+        users, chats = self._entities_of(messages, source)
+        for item in (*users, *chats):
+            self._seen.add(utils.get_peer_id(item))
+        if isinstance(source.entity, types.Channel):
+            return types.messages.ChannelMessages(
+                pts=1, count=len(ids), messages=messages, topics=[], chats=chats, users=users
+            )
+        if len(page) == len(ids):
+            return types.messages.Messages(messages=messages, topics=[], chats=chats, users=users)
+        return types.messages.MessagesSlice(
+            count=len(ids), messages=messages, topics=[], chats=chats, users=users
+        )
+
+    def _raw(self, chat: _Chat, msg_id: int) -> Any:
+        cls, kwargs = chat.messages[msg_id]
+        return cls(**kwargs)
+
+    def _entities_of(self, messages: Sequence[Any], chat: _Chat) -> tuple[list[Any], list[Any]]:
+        """The users and chats a response carries: the chat, senders, forward origins."""
+        wanted = {utils.get_peer_id(chat.entity)}
         for message in messages:
-            yield message
+            for peer in (
+                getattr(message, "from_id", None),
+                getattr(getattr(message, "fwd_from", None), "from_id", None),
+            ):
+                if peer is not None:
+                    wanted.add(utils.get_peer_id(peer))
+            via = getattr(message, "via_bot_id", None)
+            if via:
+                wanted.add(via)
+            action = getattr(message, "action", None)
+            for user_id in getattr(action, "users", None) or []:
+                wanted.add(user_id)
+            if isinstance(action, types.MessageActionChatMigrateTo):
+                wanted.add(utils.get_peer_id(types.PeerChannel(action.channel_id)))
+        found = [self._chats[m].entity for m in sorted(wanted) if m in self._chats]
+        users = [e for e in found if isinstance(e, types.User)]
+        chats = [e for e in found if not isinstance(e, types.User)]
+        return users, chats
 
     def _thread(self, group: _Chat, root: int) -> list[int]:
         out = []
@@ -780,16 +1043,40 @@ class FakeTelegram:
             return file
         raise TypeError("FakeTelegram.download_media needs file=bytes, a path or a writable file")
 
+    def takeout(self, finalize: bool = True, **kinds: bool | None) -> _FakeTakeout:
+        """Telethon's ``client.takeout(...)``: a client whose requests run in a takeout session.
+
+        Entering it sends ``account.initTakeoutSession``, which fails with
+        ``TakeoutInitDelayError`` while ``takeout_delay`` is set (the user has not allowed the
+        export in the app, or declined it); leaving it finishes the session (successfully
+        when the block raised nothing) when ``finalize``.
+        """
+        return _FakeTakeout(self, None, finalize=finalize)
+
     async def __call__(self, request: Any) -> Any:
-        """The two raw requests ingest sends: folders and a channel's full info."""
+        """The raw requests ingest sends (folders, a channel's full info) and history pages."""
+        return await self._raw_call(request, None)
+
+    async def _raw_call(self, request: Any, takeout: int | None) -> Any:
+        if isinstance(
+            request, functions.messages.GetHistoryRequest | functions.messages.GetRepliesRequest
+        ):
+            chat = await self._resolve(request.peer)
+            name = (
+                "get_replies"
+                if isinstance(request, functions.messages.GetRepliesRequest)
+                else "get_history"
+            )
+            await self._request(name, utils.get_peer_id(chat.entity), takeout=takeout)
+            return self._history(request, chat, takeout)
         if isinstance(request, functions.messages.GetDialogFiltersRequest):
-            await self._request("get_dialog_filters")
+            await self._request("get_dialog_filters", takeout=takeout)
             return types.messages.DialogFilters(
                 filters=[types.DialogFilterDefault(), *self._folders.values()]
             )
         if isinstance(request, functions.channels.GetFullChannelRequest):
             chat = await self._resolve(request.channel)
-            await self._request("get_full_channel", utils.get_peer_id(chat.entity))
+            await self._request("get_full_channel", utils.get_peer_id(chat.entity), takeout=takeout)
             self._readable(chat)
             if not isinstance(chat.entity, types.Channel):
                 raise errors.ChannelInvalidError(request=None)
@@ -811,6 +1098,91 @@ class FakeTelegram:
                 self._seen.add(utils.get_peer_id(item))
             return types.messages.ChatFull(full_chat=full, chats=chats, users=[])
         raise TypeError(f"FakeTelegram does not implement {type(request).__name__}")
+
+
+class _FakeTakeout:
+    """The takeout proxy ``FakeTelegram.takeout`` returns, and the client inside its block.
+
+    History pages and raw requests sent through it are takeout requests (logged
+    ``takeout:<method>``, refused once the session is finished); the other calls go to the
+    account's client as they are.
+    """
+
+    def __init__(self, owner: FakeTelegram, takeout_id: int | None, *, finalize: bool) -> None:
+        self._owner = owner
+        self._id = takeout_id
+        self._finalize = finalize
+        self.session = owner.session
+
+    async def __aenter__(self) -> _FakeTakeout:
+        owner = self._owner
+        if owner.session.takeout_id is not None:
+            raise ValueError(
+                "Can't send a takeout request while another takeout for the current session "
+                "still not been finished yet."
+            )
+        await owner._request("init_takeout")
+        if owner.takeout_delay is not None:
+            raise errors.TakeoutInitDelayError(request=None, capture=owner.takeout_delay)
+        self._id = len(owner.takeouts) + 1
+        owner.session.takeout_id = self._id
+        owner.takeouts.append((self._id, None))
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        owner = self._owner
+        if not self._finalize or self._id is None:
+            return
+        success = exc_type is None
+        await owner._request("finish_takeout", takeout=self._id)
+        owner.takeouts[self._id - 1] = (self._id, success)
+        owner.session.takeout_id = None
+
+    def _live(self) -> int:
+        if self._id is None or self._owner.session.takeout_id != self._id:
+            raise ValueError(
+                'Takeout mode has not been initialized (are you calling outside of "with"?)'
+            )
+        return self._id
+
+    async def __call__(self, request: Any) -> Any:
+        return await self._owner._raw_call(request, self._live())
+
+    async def get_input_entity(self, entity: Any) -> Any:
+        return await self._owner.get_input_entity(entity)
+
+    def iter_messages(
+        self,
+        entity: Any,
+        limit: int | None = None,
+        *,
+        offset_date: datetime | None = None,
+        max_id: int = 0,
+        min_id: int = 0,
+        reverse: bool = False,
+        reply_to: int | None = None,
+        wait_time: float | None = None,
+    ) -> Any:
+        return self._owner._iterator(
+            entity, limit, offset_date, max_id, min_id, reverse, reply_to, wait_time, self._live()
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._owner, name)
+
+
+def photo(photo_id: int, width: int = 1280, height: int = 960) -> Any:
+    """A ``MessageMediaPhoto`` as Telegram sends it (one JPEG size)."""
+    return types.MessageMediaPhoto(
+        photo=types.Photo(
+            id=photo_id,
+            access_hash=access_hash_of(photo_id),
+            file_reference=b"fake",
+            date=BASE_DATE,
+            sizes=[types.PhotoSize(type="y", w=width, h=height, size=width * height // 8)],
+            dc_id=2,
+        )
+    )
 
 
 def _reactions(counts: dict[str, int] | None) -> Any:

@@ -217,9 +217,11 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
                 metadata={"field": "source"},
             )
         source = "all" if request.source == "all" else "active"
+        # Every account is searched with source "all": the default one need not exist.
+        default = None if source == "all" else self._deps.settings.account
         return SearchRequest(
             query=query,
-            account=request.account or self._deps.settings.account,
+            account=request.account or default,
             source=source,
             chats=tuple(request.chats),
             timezone=request.timezone or None,

@@ -4,9 +4,10 @@ Invariants:
 * Chunks break only at message boundaries and hold one ``render_line`` line per message
   (sender names included), in ``chrono_key`` order; together they cover every unit member of
   the conversation exactly once.
-* A chunk closes before the line that would take it past ``target_chars``; a single longer
-  message is a chunk of its own. A short tail (under ``TAIL_MIN_FRACTION`` of the target) joins
-  the chunk before it when the two stay within ``TAIL_MERGE_MAX_FRACTION`` of the target.
+* A chunk closes before the line that would take it past ``target_chars``, never inside an
+  album; a single longer message is a chunk of its own. A short tail (under
+  ``TAIL_MIN_FRACTION`` of the target) joins the chunk before it when the two stay within
+  ``TAIL_MERGE_MAX_FRACTION`` of the target.
 * A conversation without any words (media only, no caption or extracted text) has no chunks.
 * ``content_hash`` is computed as for units, so equal text is embedded once.
 """
@@ -17,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from chatseek_core.errors import InvalidValue
-from chatseek_unitize.cutting import chrono_key, is_unit_member, render_line
+from chatseek_unitize.cutting import chrono_key, is_unit_member, render_line, same_album
 from chatseek_unitize.model import RECIPE_VERSION, Msg, content_hash
 
 __all__ = [
@@ -91,7 +92,7 @@ def chunk_conversation(
     chars = 0
     for m in members:
         line = render_line(m)
-        if current and chars + 1 + len(line) > target_chars:
+        if current and chars + 1 + len(line) > target_chars and not same_album(current[-1][0], m):
             runs.append(current)
             current, chars = [], 0
         chars = len(line) if not current else chars + 1 + len(line)

@@ -34,6 +34,7 @@ __all__ = [
     "recut_anchor",
     "recut_from",
     "render_line",
+    "same_album",
     "thread_roots_of",
 ]
 
@@ -73,6 +74,11 @@ _FILE_KINDS = frozenset({"document", "audio"})
 def chrono_key(m: Msg) -> tuple[int, int]:
     """The canonical chronological sort key of a message: (date, msg_id)."""
     return (m.date, m.msg_id)
+
+
+def same_album(a: Msg, b: Msg) -> bool:
+    """Whether ``a`` and ``b`` are photos (or videos, files) of one album (media group)."""
+    return a.grouped_id is not None and a.grouped_id == b.grouped_id
 
 
 def is_unit_member(m: Msg) -> bool:
@@ -197,10 +203,14 @@ def _cut_window_run(members: Sequence[Msg], cfg: CutConfig, lines: _Lines) -> li
     chars = 0
     for m in members:
         width = len(lines(m))
-        if current and (
-            m.date - current[-1].date > gap_s
-            or len(current) >= cfg.window_max_msgs
-            or chars + 1 + width > cfg.window_max_chars
+        if (
+            current
+            and not same_album(current[-1], m)
+            and (
+                m.date - current[-1].date > gap_s
+                or len(current) >= cfg.window_max_msgs
+                or chars + 1 + width > cfg.window_max_chars
+            )
         ):
             units.append(_make_unit("window", f"w:{current[0].msg_id}", current, lines))
             current, chars = [], 0
@@ -216,7 +226,8 @@ def cut_windows(msgs: Iterable[Msg], cfg: CutConfig | None = None) -> list[Unit]
 
     A window closes at a pause longer than ``window_gap_min`` minutes, after
     ``window_max_msgs`` messages, or before the message whose line would take its text past
-    ``window_max_chars``; a single longer message is a window of its own.
+    ``window_max_chars``; a single longer message is a window of its own. It never closes
+    inside an album: the photos of one media group stay in one window.
 
     Returns:
         Windows ordered by topic (None first, then by id), then chronologically; each keyed
@@ -398,15 +409,33 @@ def _cut_posts(
     lines: _Lines,
 ) -> list[Unit]:
     units: list[Unit] = []
-    for post in sorted((p for p in posts if is_unit_member(p)), key=chrono_key):
+    for album in _post_groups(sorted((p for p in posts if is_unit_member(p)), key=chrono_key)):
+        post = album[0]
         comments = sorted(
-            (c for c in comments_by_post.get(post.msg_id, ()) if is_unit_member(c)),
+            (
+                c
+                for member in album
+                for c in comments_by_post.get(member.msg_id, ())
+                if is_unit_member(c)
+            ),
             key=chrono_key,
         )
-        for part, seq in enumerate(_split_parts([post, *comments], cfg.thread_max_msgs)):
+        seq_all = [*album, *comments]
+        for part, seq in enumerate(_split_parts(seq_all, cfg.thread_max_msgs)):
             key = f"p:{post.msg_id}" if part == 0 else f"p:{post.msg_id}:{part}"
             units.append(_make_unit("post", key, seq, lines))
     return units
+
+
+def _post_groups(posts: Sequence[Msg]) -> list[list[Msg]]:
+    """Posts one by one, except that the posts of one album make one group."""
+    groups: list[list[Msg]] = []
+    for post in posts:
+        if groups and same_album(groups[-1][-1], post):
+            groups[-1].append(post)
+        else:
+            groups.append([post])
+    return groups
 
 
 def cut_posts(
@@ -415,6 +444,9 @@ def cut_posts(
     cfg: CutConfig | None = None,
 ) -> list[Unit]:
     """One unit per channel post; with comments, the post followed by its comments.
+
+    The posts of one album (media group) are one post: their unit holds every photo's line,
+    then the comments on any of them, and is keyed by the album's first post.
 
     Comments (discussion-group messages, keyed by the channel post id they belong to) follow
     in chronological order. A post with more than ``thread_max_msgs - 1`` comments continues

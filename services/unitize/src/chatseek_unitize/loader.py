@@ -23,6 +23,7 @@ __all__ = [
     "ChatInfo",
     "IN_CHUNK",
     "SELECT_MESSAGES",
+    "album_members",
     "chat_info",
     "children_of",
     "comments_of",
@@ -43,7 +44,8 @@ SELECT_MESSAGES = (
     "SELECT m.msg_id, m.date, m.sender_id, m.sender_name, m.text, m.reply_to_msg_id,"
     " m.reply_to_peer_id, m.topic_id, md.kind, md.file_name, md.extracted_text, md.extra,"
     " m.reactions_total, m.kind, m.comment_channel_id, m.comment_post_id, m.mentions,"
-    " m.edit_date FROM ingest.messages m LEFT JOIN ingest.media md ON md.mid = m.mid"
+    " m.edit_date, m.grouped_id FROM ingest.messages m LEFT JOIN ingest.media md"
+    " ON md.mid = m.mid"
 )
 
 
@@ -125,6 +127,7 @@ def row_to_msg(row: Sequence[Any]) -> Msg:
         comment_post,
         mentions,
         edit_date,
+        grouped_id,
     ) = row
     return Msg(
         msg_id,
@@ -144,6 +147,7 @@ def row_to_msg(row: Sequence[Any]) -> Msg:
         else None,
         _mentions(mentions),
         edit_date,
+        grouped_id,
     )
 
 
@@ -182,6 +186,24 @@ def load_ids(
         for msg in _rows(
             conn,
             f"{SELECT_MESSAGES} WHERE m.account = ? AND m.chat_id = ? AND m.msg_id IN ({marks})",
+            (account, chat_id, *chunk),
+        ):
+            out[msg.msg_id] = msg
+    return out
+
+
+def album_members(
+    conn: Connection, account: str, chat_id: int, grouped_ids: Iterable[int]
+) -> dict[int, Msg]:
+    """Every stored message of the albums (media groups) ``grouped_ids``, by id."""
+    groups = sorted(set(grouped_ids))
+    out: dict[int, Msg] = {}
+    for chunk in _chunks(groups):
+        marks = ",".join("?" * len(chunk))
+        for msg in _rows(
+            conn,
+            f"{SELECT_MESSAGES} WHERE m.account = ? AND m.chat_id = ?"
+            f" AND m.grouped_id IN ({marks})",
             (account, chat_id, *chunk),
         ):
             out[msg.msg_id] = msg

@@ -6,7 +6,9 @@ Invariants:
   the same key, so stored unit ids and vectors survive a re-cut.
 * ``Unit.content_hash`` is the sha256 of the recipe version and the unit text, so a change to
   either invalidates derived rows (FTS rows, vectors) and nothing else does.
-* ``RECIPE_VERSION`` changes whenever the cutting rules or the line rendering change.
+* ``RECIPE_VERSION`` changes whenever the cutting rules or the line rendering change. (Keeping
+  albums together did not change it: it only concerns messages with a ``grouped_id``, which no
+  message stored before it had, so every existing unit stays exactly as it was.)
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class Msg:
         comment_of: (channel chat id, post msg id) for a discussion-group comment.
         mentions: Lower-case usernames/names mentioned through entities; may be empty.
         edit_date: Last edit time, unix seconds UTC, or None.
+        grouped_id: The media group (album) the message belongs to, or None; the messages of
+            one album are never cut apart.
     """
 
     msg_id: int
@@ -70,6 +74,7 @@ class Msg:
     comment_of: tuple[int, int] | None = None
     mentions: tuple[str, ...] = ()
     edit_date: int | None = None
+    grouped_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,8 @@ FEED_NAME = "ingest"
 MESSAGE_EVENT = "message"
 DEFAULT_BATCH = 2000
 WINDOW_PAGE = 256
+ALBUM_MAX = 10
+"""The most photos (or videos, files) Telegram puts in one album."""
 """Messages read per page while re-cutting windows; doubled when a page closes no window."""
 
 Key = tuple[int, int]
@@ -454,20 +456,18 @@ def _recut_posts(
     group_changed: set[int],
     cfg: CutConfig,
 ) -> None:
-    """Re-cut the post units of ``post_ids`` with their current comments."""
+    """Re-cut the post units of ``post_ids`` with their current comments.
+
+    The posts of an album are one unit, so a change to any of them re-cuts the whole album:
+    ``post_ids`` grows by every stored member of the albums its posts (or the posts of their
+    old units, for an album whose first post is gone) belong to.
+    """
     info = loader.chat_info(conn, account, channel_id)
     linked = info.linked_chat_id if info is not None else None
-    old: list[StoredUnit] = []
-    for post in sorted(post_ids):
-        old.extend(
-            stored_units(
-                conn,
-                account,
-                channel_id,
-                "kind = 'post' AND (key = ? OR (key >= ? AND key < ?))",
-                (f"p:{post}", f"p:{post}:", f"p:{post};"),
-            )
-        )
+    old = _post_units(conn, account, channel_id, post_ids)
+    if info is not None:
+        post_ids = post_ids | _album_posts(conn, account, channel_id, post_ids, old)
+        old = _post_units(conn, account, channel_id, post_ids)
     posts = loader.load_ids(conn, account, channel_id, post_ids) if info is not None else {}
     if info is not None and info.type not in CHANNEL_CHAT_TYPES:
         posts = {}
@@ -487,6 +487,46 @@ def _recut_posts(
             by_post[post] = list(unique.values())
     new = cut_posts(posts.values(), by_post, cfg)
     writer.sync(channel_id, linked, old, new)
+
+
+def _post_units(
+    conn: Connection, account: str, channel_id: int, post_ids: set[int]
+) -> list[StoredUnit]:
+    old: list[StoredUnit] = []
+    for post in sorted(post_ids):
+        old.extend(
+            stored_units(
+                conn,
+                account,
+                channel_id,
+                "kind = 'post' AND (key = ? OR (key >= ? AND key < ?))",
+                (f"p:{post}", f"p:{post}:", f"p:{post};"),
+            )
+        )
+    return old
+
+
+def _album_posts(
+    conn: Connection,
+    account: str,
+    channel_id: int,
+    post_ids: set[int],
+    old: Sequence[StoredUnit],
+) -> set[int]:
+    """Every stored post of the albums that ``post_ids`` or their old units' posts are in.
+
+    An album's posts carry consecutive ids from its first one, so the old unit's ids right
+    after its first are the candidates; a comment id among them only adds an album in full.
+    """
+    seed = set(post_ids)
+    for unit in old:
+        first = unit.msg_ids[0]
+        seed.update(i for i in unit.msg_ids[1:] if first < i <= first + ALBUM_MAX)
+    loaded = loader.load_ids(conn, account, channel_id, seed)
+    groups = {m.grouped_id for m in loaded.values() if m.grouped_id is not None}
+    if not groups:
+        return set()
+    return set(loader.album_members(conn, account, channel_id, groups))
 
 
 # --- whole chats ---

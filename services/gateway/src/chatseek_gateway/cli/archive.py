@@ -134,7 +134,17 @@ def _register_telegram(sub: Any) -> None:
     p.add_argument("--budget", type=_budget, help="seconds the run may take (default: no limit)")
     p.add_argument("-c", "--chat", action="append", default=[], help="only this chat (repeatable)")
     p.add_argument("--account", default="")
-    p.add_argument("--json", action="store_true", help="print the sync report as JSON")
+    p.add_argument(
+        "--takeout",
+        action="store_true",
+        help="fetch through a Telegram data-export (takeout) session, gentler on flood waits "
+        "for a big first sync; Telegram asks you to allow it in the app",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the sync report as JSON; progress events stream as JSON lines on stderr",
+    )
     p.set_defaults(handler=_sync)
 
     p = sub.add_parser("extract", help="read text out of stored photos, PDF and DOCX files")
@@ -193,6 +203,7 @@ def _requests(args: argparse.Namespace, folder: Path, json_file: Path) -> Iterat
             chat_title=args.chat_title or "",
             account=args.account,
             json_size=json_file.stat().st_size,
+            json_path=str(json_file.resolve()),
         )
     )
     for file in [json_file, *_media_files(folder, json_file)]:
@@ -209,7 +220,9 @@ def _requests(args: argparse.Namespace, folder: Path, json_file: Path) -> Iterat
 def _import(args: argparse.Namespace) -> int:
     folder, json_file = _locate(args.path)
     stub = gateway()
-    report = run_operation(stub.Import(_requests(args, folder, json_file), timeout=24 * 3600.0))
+    report = run_operation(
+        stub.Import(_requests(args, folder, json_file), timeout=24 * 3600.0), as_json=args.json
+    )
     if args.json:
         emit(report, as_json=True)
         return 0
@@ -514,8 +527,10 @@ def _stopped(report: dict[str, Any], command: str) -> None:
 def _sync(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
-    request = pb.SyncRequest(budget_s=args.budget or 0.0, account=args.account, chats=args.chat)
-    report = run_operation(gateway().Sync(request, timeout=LONG_TIMEOUT_S))
+    request = pb.SyncRequest(
+        budget_s=args.budget or 0.0, account=args.account, chats=args.chat, takeout=args.takeout
+    )
+    report = run_operation(gateway().Sync(request, timeout=LONG_TIMEOUT_S), as_json=args.json)
     if args.json:
         emit(report, as_json=True)
         return 0
@@ -524,6 +539,12 @@ def _sync(args: argparse.Namespace) -> int:
         f"{report.get('deleted', 0)} deleted; {report.get('chats_done', 0)} chat(s) up to date, "
         f"{report.get('chats_remaining', 0)} remaining"
     )
+    if report.get("takeout") == "declined":
+        print(
+            "takeout: Telegram did not start the data export; allow it in the Telegram app "
+            "and run `chatseek sync --takeout` again (this run used ordinary requests)",
+            file=sys.stderr,
+        )
     for chat in report.get("unavailable", []):
         print(f"unavailable: {chat['chat_id']} {chat['title']} ({chat['reason']})", file=sys.stderr)
     _stopped(report, "sync")
@@ -537,7 +558,7 @@ def _extract(args: argparse.Namespace) -> int:
     request = pb.ExtractRequest(
         budget_s=args.budget or 0.0, retry_failed=args.retry_failed, account=args.account
     )
-    report = run_operation(gateway().Extract(request, timeout=LONG_TIMEOUT_S))
+    report = run_operation(gateway().Extract(request, timeout=LONG_TIMEOUT_S), as_json=args.json)
     if args.json:
         emit(report, as_json=True)
         return 0
@@ -561,7 +582,9 @@ def _prune_deleted(args: argparse.Namespace) -> int:
     request = pb.PruneDeletedRequest(
         account=args.account, chat=args.chat, budget_s=args.budget or 0.0
     )
-    report = run_operation(gateway().PruneDeleted(request, timeout=LONG_TIMEOUT_S))
+    report = run_operation(
+        gateway().PruneDeleted(request, timeout=LONG_TIMEOUT_S), as_json=args.json
+    )
     if args.json:
         emit(report, as_json=True)
         return 0

@@ -116,7 +116,9 @@ def _build(args: argparse.Namespace) -> int:
     request = pb.BuildConversationsRequest(
         account=args.account, chats=args.chat or [], all=args.all
     )
-    report = run_operation(gateway().BuildConversations(request, timeout=LONG_TIMEOUT_S))
+    report = run_operation(
+        gateway().BuildConversations(request, timeout=LONG_TIMEOUT_S), as_json=args.json
+    )
     if args.json:
         emit(report, as_json=True)
         return 0

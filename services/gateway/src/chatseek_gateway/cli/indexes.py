@@ -57,7 +57,7 @@ def _embed(args: argparse.Namespace) -> int:
     request = pb.EmbedRequest(
         account=args.account, chats=args.chat, reembed=args.reembed, yes=args.yes
     )
-    report = run_operation(gateway().Embed(request, timeout=LONG_TIMEOUT_S))
+    report = run_operation(gateway().Embed(request, timeout=LONG_TIMEOUT_S), as_json=args.json)
     if args.json:
         emit(report, as_json=True)
     else:
@@ -72,7 +72,8 @@ def _reindex(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
     report = run_operation(
-        gateway().Reindex(pb.ReindexRequest(target=args.target), timeout=LONG_TIMEOUT_S)
+        gateway().Reindex(pb.ReindexRequest(target=args.target), timeout=LONG_TIMEOUT_S),
+        as_json=args.json,
     )
     if args.json:
         emit(report, as_json=True)

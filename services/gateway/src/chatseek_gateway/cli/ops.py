@@ -162,7 +162,8 @@ def _verify(args: argparse.Namespace) -> int:
     from chatseek_gateway.cli.common import gateway, run_operation
 
     report = run_operation(
-        gateway().Verify(pb.VerifyRequest(repair=args.repair), timeout=24 * 3600.0)
+        gateway().Verify(pb.VerifyRequest(repair=args.repair), timeout=24 * 3600.0),
+        as_json=args.json,
     )
     if args.json:
         emit(report, as_json=True)

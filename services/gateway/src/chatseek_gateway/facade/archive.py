@@ -64,6 +64,7 @@ class ArchiveFacade(FacadeBase):
                             chat_title=s.chat_title,
                             account=s.account or account,
                             json_size=s.json_size,
+                            json_path=s.json_path,
                         )
                     )
                 else:
@@ -274,6 +275,7 @@ class ArchiveFacade(FacadeBase):
                 account=account,
                 chat_ids=chat_ids,
                 refresh_only=request.refresh_only,
+                takeout=request.takeout,
             ),
             timeout=OPERATION_TIMEOUT_S,
         )

@@ -236,6 +236,11 @@ class Progress(_message.Message):
     DONE_FIELD_NUMBER: _builtins.int
     TOTAL_FIELD_NUMBER: _builtins.int
     NOTE_FIELD_NUMBER: _builtins.int
+    ITEM_FIELD_NUMBER: _builtins.int
+    ITEM_DONE_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    WAIT_S_FIELD_NUMBER: _builtins.int
+    ACCOUNT_FIELD_NUMBER: _builtins.int
     stage: _builtins.str
     """The stage, e.g. "import", "sync", "embed"."""
     done: _builtins.int
@@ -243,6 +248,18 @@ class Progress(_message.Message):
     total: _builtins.int
     note: _builtins.str
     """One short human line, never message text."""
+    item: _builtins.str
+    """What is being worked on now, e.g. the title of the chat a sync is fetching; empty if none."""
+    item_done: _builtins.int
+    """Units done for that item so far in this operation (a chat's messages stored)."""
+    count: _builtins.int
+    """Units done in the whole operation so far (messages stored), for a rate; 0 if not counted."""
+    wait_s: _builtins.float
+    """Seconds of a Telegram flood wait being slept through now, counted from when this event
+    was sent; 0 when not waiting.
+    """
+    account: _builtins.str
+    """The account the operation works for; empty when it is not bound to one."""
     def __init__(
         self,
         *,
@@ -250,10 +267,15 @@ class Progress(_message.Message):
         done: _builtins.int = ...,
         total: _builtins.int = ...,
         note: _builtins.str = ...,
+        item: _builtins.str = ...,
+        item_done: _builtins.int = ...,
+        count: _builtins.int = ...,
+        wait_s: _builtins.float = ...,
+        account: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["done", b"done", "note", b"note", "stage", b"stage", "total", b"total"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "count", b"count", "done", b"done", "item", b"item", "item_done", b"item_done", "note", b"note", "stage", b"stage", "total", b"total", "wait_s", b"wait_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

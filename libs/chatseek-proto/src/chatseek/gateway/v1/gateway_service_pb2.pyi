@@ -769,11 +769,16 @@ class ImportStart(_message.Message):
     CHAT_TITLE_FIELD_NUMBER: _builtins.int
     ACCOUNT_FIELD_NUMBER: _builtins.int
     JSON_SIZE_FIELD_NUMBER: _builtins.int
+    JSON_PATH_FIELD_NUMBER: _builtins.int
     json_name: _builtins.str
     folder_name: _builtins.str
     chat_title: _builtins.str
     account: _builtins.str
     json_size: _builtins.int
+    json_path: _builtins.str
+    """The JSON file's path on the user's machine, named in warnings and errors instead of the
+    service's working copy; never opened by the service. Empty: folder_name/json_name.
+    """
     def __init__(
         self,
         *,
@@ -782,10 +787,11 @@ class ImportStart(_message.Message):
         chat_title: _builtins.str = ...,
         account: _builtins.str = ...,
         json_size: _builtins.int = ...,
+        json_path: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "chat_title", b"chat_title", "folder_name", b"folder_name", "json_name", b"json_name", "json_size", b"json_size"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "chat_title", b"chat_title", "folder_name", b"folder_name", "json_name", b"json_name", "json_path", b"json_path", "json_size", b"json_size"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -846,11 +852,16 @@ class SyncRequest(_message.Message):
     ACCOUNT_FIELD_NUMBER: _builtins.int
     CHATS_FIELD_NUMBER: _builtins.int
     REFRESH_ONLY_FIELD_NUMBER: _builtins.int
+    TAKEOUT_FIELD_NUMBER: _builtins.int
     budget_s: _builtins.float
     """Seconds the run may take; 0 = unlimited."""
     account: _builtins.str
     refresh_only: _builtins.bool
     """A refresh started by a search: never a chat's first sync."""
+    takeout: _builtins.bool
+    """Fetch through a Telegram takeout (data export) session, which Telegram rate-limits more
+    gently for exporting history; the user may have to allow it in the app first.
+    """
     @_builtins.property
     def chats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -860,10 +871,11 @@ class SyncRequest(_message.Message):
         account: _builtins.str = ...,
         chats: _abc.Iterable[_builtins.str] | None = ...,
         refresh_only: _builtins.bool = ...,
+        takeout: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "budget_s", b"budget_s", "chats", b"chats", "refresh_only", b"refresh_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "budget_s", b"budget_s", "chats", b"chats", "refresh_only", b"refresh_only", "takeout", b"takeout"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

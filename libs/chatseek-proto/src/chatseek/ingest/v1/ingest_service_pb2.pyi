@@ -30,6 +30,7 @@ class ImportStart(_message.Message):
     CHAT_TITLE_FIELD_NUMBER: _builtins.int
     ACCOUNT_FIELD_NUMBER: _builtins.int
     JSON_SIZE_FIELD_NUMBER: _builtins.int
+    JSON_PATH_FIELD_NUMBER: _builtins.int
     json_name: _builtins.str
     """Name of the export's JSON file inside the export folder (result.json or messages.json)."""
     folder_name: _builtins.str
@@ -40,6 +41,10 @@ class ImportStart(_message.Message):
     """Account to import into; empty = the active account."""
     json_size: _builtins.int
     """Total bytes of the JSON file, for progress; 0 when unknown."""
+    json_path: _builtins.str
+    """The JSON file's path on the user's machine, named in warnings and errors instead of the
+    service's working copy; never opened by the service. Empty: folder_name/json_name.
+    """
     def __init__(
         self,
         *,
@@ -48,10 +53,11 @@ class ImportStart(_message.Message):
         chat_title: _builtins.str = ...,
         account: _builtins.str = ...,
         json_size: _builtins.int = ...,
+        json_path: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "chat_title", b"chat_title", "folder_name", b"folder_name", "json_name", b"json_name", "json_size", b"json_size"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "chat_title", b"chat_title", "folder_name", b"folder_name", "json_name", b"json_name", "json_path", b"json_path", "json_size", b"json_size"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -140,11 +146,16 @@ class SyncRequest(_message.Message):
     ACCOUNT_FIELD_NUMBER: _builtins.int
     CHAT_IDS_FIELD_NUMBER: _builtins.int
     REFRESH_ONLY_FIELD_NUMBER: _builtins.int
+    TAKEOUT_FIELD_NUMBER: _builtins.int
     budget_s: _builtins.float
     """Seconds the run may take; it stops between batches. 0 = unlimited."""
     account: _builtins.str
     refresh_only: _builtins.bool
     """True for a refresh started by a search: never the first sync of a chat."""
+    takeout: _builtins.bool
+    """Fetch through a takeout (data export) session; without the user's consent in the app the
+    run falls back to ordinary requests and says so in its report.
+    """
     @_builtins.property
     def chat_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Restrict to these chat ids; empty = every source."""
@@ -156,10 +167,11 @@ class SyncRequest(_message.Message):
         account: _builtins.str = ...,
         chat_ids: _abc.Iterable[_builtins.int] | None = ...,
         refresh_only: _builtins.bool = ...,
+        takeout: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "budget_s", b"budget_s", "chat_ids", b"chat_ids", "refresh_only", b"refresh_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "budget_s", b"budget_s", "chat_ids", b"chat_ids", "refresh_only", b"refresh_only", "takeout", b"takeout"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,142 @@
+"""Two Telegram accounts end to end: their own session files, one store, search per account.
+
+A real stack whose ingest process serves two fake accounts (``home`` and ``work``) by session
+string. Both read the public channel ``City news`` (one chat id, two copies, one per account);
+each has a chat of its own. Strict, hybrid and conversation search answer per account and, with
+``--source all``, across both; a message deleted on Telegram for one account goes only there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.fault_helpers import (
+    HOME_USER,
+    SHARED_CHANNEL,
+    Stack,
+    delete_in_fake_world,
+    start_fake_ingest,
+)
+from tests.stack_helpers import cli, cli_json, settle, stack_env
+
+SHARED = -1_000_000_000_000 - SHARED_CHANNEL
+TRAM_POST = 2
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    home = tmp_path_factory.mktemp("accounts") / "home"
+    stack = Stack(home=home, env=stack_env(home))
+    fake = start_fake_ingest(stack, world="accounts")
+    try:
+        stack.up()
+        for account, chat in (("home", "Family"), ("work", "Team")):
+            cli(stack.env, "sources", "add", "--account", account, "@citynews")
+            cli(stack.env, "sources", "add", "--account", account, _chat_id(stack, account, chat))
+            report = cli_json(stack.env, "sync", "--account", account, "--json")
+            assert report["stopped_by"] is None, report
+        settle(stack.env)
+        for account in ("home", "work"):
+            cli(stack.env, "conversations", "build", "--all", "--account", account)
+        settle(stack.env)
+        yield stack
+    finally:
+        stack.down()
+        fake.kill()
+        fake.wait(timeout=30)
+
+
+def _chat_id(stack: Stack, account: str, title: str) -> str:
+    found = cli_json(stack.env, "dialogs", "--account", account, "--json", "--", title)
+    return str(next(m["target"] for m in found["matches"] if m["kind"] == "chat"))
+
+
+def strict(stack: Stack, query: str, *scope: str) -> list[str]:
+    doc = cli_json(stack.env, "messages", "search", "--json", "--limit", "50", *scope, "--", query)
+    return sorted(item["locator"] for item in doc["items"])
+
+
+def accounts_in(doc: Any) -> set[str]:
+    """The accounts a result names, by locator (``tg:<account>/…``) or by its chat."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            chat = value.get("chat")
+            if isinstance(chat, dict) and chat.get("account"):
+                found.add(str(chat["account"]))
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str) and value.startswith("tg:"):
+            found.add(value[3:].split("/")[0])
+
+    walk(doc)
+    return found
+
+
+def test_strict_search_answers_per_account_and_across_both(stack: Stack) -> None:
+    both = strict(stack, "tram", "--source", "all")
+    assert both == [f"tg:home/{SHARED}/{TRAM_POST}", f"tg:work/{SHARED}/{TRAM_POST}"]
+    assert strict(stack, "tram", "--account", "work") == [f"tg:work/{SHARED}/{TRAM_POST}"]
+    assert strict(stack, "invoice", "--account", "home") == []
+    assert {loc.split("/")[0] for loc in strict(stack, "invoice", "--source", "all")} == {"tg:work"}
+
+
+def test_hybrid_search_finds_each_accounts_own_chat_only_in_its_scope(stack: Stack) -> None:
+    query = "invoice totals or apple pie for Sunday dinner"
+    everywhere = cli_json(stack.env, "search", "--source", "all", "--json", "--", query)
+    assert accounts_in(everywhere["hits"]) == {"home", "work"}
+    for account in ("home", "work"):
+        own = cli_json(stack.env, "search", "--account", account, "--json", "--", query)
+        assert own["hits"] and accounts_in(own["hits"]) == {account}
+
+
+def test_conversation_search_answers_per_account_and_across_both(stack: Stack) -> None:
+    question = "who bakes the apple pie for dinner at grandma's"
+    everywhere = cli_json(
+        stack.env, "conversations", "search", "--source", "all", "--json", "--", question
+    )
+    assert "home" in accounts_in(everywhere["results"])
+    work = cli_json(
+        stack.env, "conversations", "search", "--account", "work", "--json", "--", question
+    )
+    assert accounts_in(work["results"]) <= {"work"}
+
+
+def test_a_message_deleted_for_one_account_goes_from_that_account_only(stack: Stack) -> None:
+    delete_in_fake_world(stack, HOME_USER, SHARED, TRAM_POST)
+    report = cli_json(stack.env, "sync", "--account", "home", "--json")
+    assert report["deleted"] == 1
+    settle(stack.env)
+    assert strict(stack, "tram", "--source", "all") == [f"tg:work/{SHARED}/{TRAM_POST}"]
+    # A conversation build keeps its members until the next build (as after any deletion).
+    cli(stack.env, "conversations", "build", "--chat", "City news", "--account", "home")
+    settle(stack.env)
+    assert cli_json(stack.env, "verify", "--json")["ok"] is True
+
+
+def test_each_account_keeps_its_own_session_file(stack: Stack) -> None:
+    sessions = sorted(p.name for p in (stack.home / "sessions").iterdir())
+    assert sessions == ["home.session", "work.session"]
+    status = cli_json(stack.env, "sources", "ls", "--account", "work", "--json")
+    titles = {c["title"] for s in status["sources"] for c in s["chats"]}
+    assert titles == {"City news", "Team"}
+
+
+def test_sync_json_streams_its_progress_events_on_stderr_and_the_report_on_stdout(
+    stack: Stack,
+) -> None:
+    proc = cli(stack.env, "sync", "--account", "work", "--json")
+    report = json.loads(proc.stdout)
+    events = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    assert report["stopped_by"] is None
+    assert events and all(e["event"] == "progress" and e["stage"] == "sync" for e in events)
+    assert {e.get("account") for e in events} == {"work"}
+    assert {"City news", "Team"} <= {e["item"] for e in events}
