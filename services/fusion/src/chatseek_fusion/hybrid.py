@@ -283,7 +283,8 @@ async def search(
     lists, best_msg, cosines = await _gather_lists(signals, params, depth, warnings)
     weights = {
         "words": config.words_weight,
-        "messages": config.messages_weight,
+        # Lexical mode is the BM25 unit list alone; the message list still picks anchors.
+        "messages": config.messages_weight if params.mode == "hybrid" else 0.0,
         "meaning": config.meaning_weight,
     }
     if config.fusion == "rrf":
