@@ -156,3 +156,35 @@ def test_generated_protobuf_code_is_up_to_date() -> None:
             twin = committed / generated.relative_to(out)
             assert twin.exists(), f"{twin} is missing: run make proto"
             assert twin.read_text() == generated.read_text(), f"{twin} is stale: run make proto"
+
+
+def test_the_mac_path_reaches_a_native_embedder_at_host_docker_internal() -> None:
+    """On a Mac the embedder runs natively (Metal); the containers reach it on the host."""
+    env = dict(
+        line.split("=", 1)
+        for line in (ROOT / ".env").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    assert env["CHATSEEK_EMBED_ADDR"] == f"host.docker.internal:{env['EMBED_PORT']}"
+    services = _compose()["services"]
+    assert isinstance(services, dict)
+    assert services["embed"]["profiles"] == ["linux-embed"]
+    for name in ("vector", "fusion", "gateway"):  # every caller of the embedder, and Status
+        assert "host.docker.internal:host-gateway" in services[name]["extra_hosts"], name
+    native = f"0.0.0.0:{env['EMBED_PORT']}"
+    assert f"CHATSEEK_LISTEN={native}" in (ROOT / "Makefile").read_text()
+    plist = (ROOT / "deploy" / "macos" / "com.chatseek.embed.plist").read_text()
+    assert f"<string>{native}</string>" in plist and "chatseek_embed" in plist
+    readme = (ROOT / "README.md").read_text()
+    assert "make embed-native" in readme and "deploy/macos/" in readme
+
+
+def test_the_end_to_end_tests_stay_out_of_make_test_and_are_run_by_make_e2e() -> None:
+    import tomllib
+
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "not e2e" in addopts["addopts"]
+    run = (ROOT / "deploy" / "e2e" / "run.sh").read_text()
+    assert "pytest -q -m e2e" in run and "--profile linux-embed" in run
+    assert "make e2e" in (ROOT / ".ci" / "run").read_text()
+    assert "make e2e" in (ROOT / "README.md").read_text()

@@ -3,15 +3,18 @@
 Run by pip-install.sh inside an image build: ``python check_pins.py requirements/lock.txt``. The
 project's own packages (chatseek-*) and the venv's installers (pip, setuptools, wheel) are not
 pinned; a local version label (torch's ``+cpu``) is not part of the comparison. With
-``--finish`` it uninstalls the installers that no installed distribution requires, pip last.
+``--finish`` it uninstalls the installers that no installed distribution requires, pip last,
+and deletes the ``tests`` folders inside installed packages (numpy's alone are 8 MB).
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 UNPINNED = {"pip", "setuptools", "wheel"}
 
@@ -50,7 +53,11 @@ def finish() -> int:
         if "extra ==" not in req
     }
     drop = sorted(n for n in UNPINNED - required - {"pip"} if _installed(n)) + ["pip"]
-    print("check_pins: removing " + ", ".join(drop))
+    print("check_pins: removing " + ", ".join(drop) + ", and the packages' own test suites")
+    for site in {Path(p) for p in sys.path if p.endswith("site-packages")}:
+        for tests in sorted(site.glob("*/**/tests")):
+            if tests.is_dir():
+                shutil.rmtree(tests)
     return subprocess.call([sys.executable, "-m", "pip", "uninstall", "-q", "-y", *drop])
 
 
