@@ -19,6 +19,7 @@ VENV=${VENV:-.venv}
 PY=$VENV/bin/python
 STANDIN_BASE=chatseek-base:bookworm
 ENGINE_WAIT_S=60
+BASE_BUILT_S=
 PULL_TIMEOUT_S=120
 HEALTH_TIMEOUT_S=${CHATSEEK_E2E_HEALTH_TIMEOUT_S:-600}
 RESULTS=deploy/e2e/results
@@ -87,7 +88,11 @@ ensure_base() {
         export CHATSEEK_BASE_IMAGE=$wanted
     else
         log "$wanted cannot be pulled here: using the stand-in $STANDIN_BASE"
+        local t0
+        t0=$(now)
+        docker image inspect "$STANDIN_BASE" >/dev/null 2>&1 || BASE_BUILT_S=pending
         deploy/e2e/base-image.sh "$STANDIN_BASE"
+        [ -z "${BASE_BUILT_S:-}" ] || BASE_BUILT_S=$(since "$t0")
         export CHATSEEK_BASE_IMAGE=$STANDIN_BASE
     fi
     log "base image: $CHATSEEK_BASE_IMAGE"
@@ -172,10 +177,11 @@ main() {
     build_inputs
     stack_env
     mkdir -p "$RESULTS"
-    local facts=$RESULTS/run.json cold=true svc
+    local facts=$RESULTS/run.json cold=true svc cache
     for svc in ingest unitize lexical embed vector fusion gateway; do
         docker image inspect "$COMPOSE_PROJECT_NAME-$svc" >/dev/null 2>&1 && cold=false
     done
+    cache=$(docker system df --format '{{.Type}}={{.Size}}' | sed -n 's/^Build Cache=//p')
     trap 'log "removing the stack"; compose down -v --remove-orphans >/dev/null 2>&1 || true' EXIT
     compose down -v --remove-orphans >/dev/null 2>&1 || true
 
@@ -190,7 +196,8 @@ main() {
     up_s=$(since "$t0")
     log "every health check passed ${up_s}s after up"
     "$PY" deploy/e2e/report.py facts "$facts" --base "$CHATSEEK_BASE_IMAGE" --cold "$cold" \
-        --build-s "$build_s" --healthy-s "$up_s" --project "$COMPOSE_PROJECT_NAME"
+        --build-s "$build_s" --healthy-s "$up_s" --project "$COMPOSE_PROJECT_NAME" \
+        --cache-before "${cache:-?}" --base-built-s "${BASE_BUILT_S:-}"
 
     local rc=0
     CHATSEEK_E2E_FACTS=$facts "$PY" -m pytest -q -m e2e tests/e2e || rc=$?
