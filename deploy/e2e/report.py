@@ -124,8 +124,9 @@ def render(args: argparse.Namespace) -> int:
         ("ingest_back_s", "ingest crashed during an import, to healthy again", RESTARTED),
         (
             "lexical_back_s",
-            "lexical crashed during searches, to a search answering again",
-            f"{RESTARTED}; {failed} searches refused meanwhile",
+            "lexical crashed during searches, to healthy again",
+            f"{RESTARTED}; meanwhile {failed} searches refused, the slowest took "
+            f"{doc.get('lexical_slowest_search_s', float('nan')):.1f} s (idempotent reads retry)",
         ),
         ("volume_up_s", "`down` then `up -d`, to healthy with the data kept", "same volume"),
     ):
@@ -135,17 +136,17 @@ def render(args: argparse.Namespace) -> int:
     if latency:
         out += [
             "",
-            "Gateway search latency from the host, the same queries and data in the same run, "
-            f"p50 over {latency['runs']} calls each (ms):",
+            "Gateway search latency from the host, the same queries on the same data in the same "
+            "run, alternating call by call between the two stacks; p50 (ms):",
             "",
-            "| search | containers | local stack | ratio (target <= 1.2) |",
-            "| --- | ---: | ---: | ---: |",
+            "| search | calls | containers | local stack | ratio (target <= 1.2) |",
+            "| --- | ---: | ---: | ---: | ---: |",
         ]
         for kind, row in latency["kinds"].items():
             ratio = row["containers_ms"] / row["local_ms"]
             out.append(
-                f"| {kind} | {row['containers_ms']:.1f} | {row['local_ms']:.1f} | "
-                f"{ratio:.2f} ({_mark(ratio <= LATENCY_TARGET_RATIO)}) |"
+                f"| {kind} | {row.get('runs', '?')} | {row['containers_ms']:.1f} | "
+                f"{row['local_ms']:.1f} | {ratio:.2f} ({_mark(ratio <= LATENCY_TARGET_RATIO)}) |"
             )
     out += ["", CRASH_NOTE]
     for note in doc.get("notes", []):
