@@ -13,7 +13,7 @@ export CHATSEEK_HOME ?= $(CURDIR)/.chatseek
 
 .DEFAULT_GOAL := help
 .PHONY: help install proto proto-check fmt lint typecheck test test-long demo bench \
-	bench-full eval up down run-local embed-native clean ocr
+	bench-full eval up down e2e run-local embed-native clean ocr
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -80,6 +80,9 @@ up: ## Build and start the container stack
 
 down: ## Stop the container stack
 	docker compose down
+
+e2e: install ## Build and run the container stack for real, then test it end to end (deploy/e2e)
+	VENV=$(VENV) deploy/e2e/run.sh
 
 embed-native: install ## Run the embed service natively on this host (Metal on a Mac)
 	CHATSEEK_LISTEN=0.0.0.0:47104 $(PY) -m chatseek_embed
