@@ -5,7 +5,9 @@ model, imports the public dev sets through the real CLI, waits until every index
 builds conversations, then asks every question through the gateway's gRPC facade — the same
 path the CLI takes, minus process start — restricted to its own chat. Metrics come from the
 shared scoring tools themselves (``tools/retrieval_eval.py``, ``tools/disentangle_eval.py``),
-imported by path so our numbers mean exactly what theirs do.
+imported by path so our numbers mean exactly what theirs do. The Russian reply-link check
+(``ru/ruso-meta-a`` with its replies hidden, rebuilt by the shipped link model) runs
+in-process, beside the IRC numbers.
 
 Writes ``eval/results/<timestamp>.json`` and ``.md`` with a PNG chart, and prints the change
 against ``eval/baseline.json``. Without ``../shared/eval`` it says so and exits 0.
@@ -26,6 +28,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from eval.train_linker import RU_CHAT, russian_replies
 
 ROOT = Path(__file__).resolve().parent.parent
 EVAL_DATA = ROOT.parent / "shared" / "eval"
@@ -351,6 +355,15 @@ def _markdown(results: dict[str, Any], stamp: str, delta: list[str]) -> str:
             "```",
             "",
         ]
+    if "ru_reply_links" in results:
+        ru = results["ru_reply_links"]
+        lines += [
+            "## Russian reply links (ruso-meta-a, replies hidden, rebuilt in-process)",
+            "",
+            f"{ru['recovered']} of {ru['links']} reply links recovered by the shipped link model"
+            f" ({ru['recoverable']} point at a message present in the chat).",
+            "",
+        ]
     if delta:
         lines += ["## Change against eval/baseline.json", "", *[f"- {d}" for d in delta], ""]
     lines.append(f"![chart]({stamp}.png)")
@@ -423,8 +436,11 @@ def main(argv: list[str] | None = None) -> int:
             progress(f"{dataset}: imported, indexed, built in {time.perf_counter() - started:.1f}s")
             if dataset == "irc":
                 results["irc"] = disentanglement(stack, ids)
-                links = {n: r.get("link") for n, r in results["irc"].items()}
-                progress("irc: " + json.dumps(links))
+                for name, r in results["irc"].items():
+                    progress(
+                        f"irc {name:<22} link F1 {(r.get('link') or {}).get('f1')}"
+                        f"  exact F1 {r['exact']['f1']}  VI {r['vi']}  1-1 {r['one_to_one']}"
+                    )
                 continue
             dataset_modes = (
                 modes if dataset != "tgif" else [m for m in modes if m in ("lexical", "hybrid")]
@@ -432,6 +448,13 @@ def main(argv: list[str] | None = None) -> int:
             results[dataset] = retrieval(
                 stack, tool, dataset, ids, dataset_modes, args.limit, progress
             )
+    if RU_CHAT.is_dir():
+        results["ru_reply_links"] = russian_replies()
+        ru = results["ru_reply_links"]
+        progress(
+            f"ru reply links recovered by the link model (replies hidden): {ru['recovered']}"
+            f"/{ru['links']} ({ru['recoverable']} have their target in the chat)"
+        )
     headline = _headline(results)
     delta = _compare(headline)
     document = {
