@@ -6,9 +6,10 @@ list those candidates oldest first (column ``c`` is message ``i - WINDOW + c``).
 two messages (distance, time, authors, who names whom, idf-weighted shared stems); message
 ones describe ``i`` alone; dynamic ones read what was committed before ``i`` (the candidate's
 parent, conversation and replies, who named whom lately), which makes decoding sequential.
-Nothing depends on a language: names come from the senders' own names, words are Snowball
-stems chosen by script, shape is ``?``, length and time, and common stems are dropped by
-frequency (``OVERLAP_MIN_IDF``), never by a word list.
+Nothing depends on a language or a chat's pace: names come from the senders' own names, words
+are Snowball stems chosen by script, shape is ``?`` and length, common stems are dropped by
+frequency (``OVERLAP_MIN_IDF``), never by a word list, and time is log gaps against the
+chat's local pace (``_pace``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
 ]
 
 WINDOW = 50
+PACE_GAPS = 50
 INTERACTION_WINDOW = 100
 OVERLAP_MIN_IDF = 3.0
 ADDRESS_SLOTS = 2
@@ -50,7 +52,7 @@ PAIR_FEATURES: tuple[str, ...] = (
     "distance_1",
     "distance_2",
     "distance_3",
-    "log_gap",
+    "log_gap_vs_pace",
     "same_author",
     "c_addresses_p",
     "c_mentions_p",
@@ -75,9 +77,9 @@ PAIR_FEATURES: tuple[str, ...] = (
 )
 
 MESSAGE_FEATURES: tuple[str, ...] = (
-    "c_log_gap_previous",
+    "c_log_gap_previous_vs_pace",
     "c_has_own_previous",
-    "c_log_gap_own_previous",
+    "c_log_gap_own_previous_vs_pace",
     "c_addresses_someone",
     "c_addresses_candidate",
     "c_mentions_candidate",
@@ -103,7 +105,7 @@ DYNAMIC_FEATURES: tuple[str, ...] = (
     "authors_named_each_other",
     "p_conversation_has_c_author",
     "overlap_p_conversation",
-    "log_gap_p_conversation_tail",
+    "log_gap_p_conversation_tail_vs_pace",
 )
 
 
@@ -146,6 +148,21 @@ def _informative(idf: Mapping[str, float]) -> dict[str, float]:
     # the largest but one: log((total + 1) / 3) = max - log 1.5).
     floor = max(idf.values(), default=0.0) - math.log(1.5) - 1e-9
     return {s: w for s, w in idf.items() if w >= min(OVERLAP_MIN_IDF, floor)}
+
+
+def _pace(date: np.ndarray) -> np.ndarray:
+    """The chat's local pace before each message: the mean log gap of the ``PACE_GAPS``
+    gaps between the messages before it (0 with none). Time features are log gaps minus it,
+    so a pause means the same in a chat that speaks every few seconds and in one that speaks
+    every few hours."""
+    n = len(date)
+    log_gap = np.zeros(n)
+    log_gap[1:] = np.log1p(np.maximum(np.diff(date), 0.0))
+    cum = np.concatenate(([0.0], np.cumsum(log_gap)))
+    i = np.arange(n)
+    lo = np.minimum(np.maximum(1, i - PACE_GAPS), i)
+    count = i - lo
+    return np.where(count > 0, (cum[i] - cum[lo]) / np.maximum(count, 1), 0.0)
 
 
 def _overlaps(
@@ -208,6 +225,7 @@ class TopicArrays:
         self.has_address = self.addressed[:, 0] != _NONE
         self.prev_same, self.next_same = _prev_next_same(self.author)
         self.overlap, self.rarest = _overlaps([m.stems for m in msgs], idf)
+        self.pace = _pace(self.date)
         self.informative = _informative(idf)
         known = frozenset(self.informative)
         self.stems = [m.stems & known for m in msgs]
@@ -269,7 +287,7 @@ def pair_features(t: TopicArrays, lo: int, hi: int) -> tuple[np.ndarray, np.ndar
         np.broadcast_to(dist == 1, shape),
         np.broadcast_to(dist == 2, shape),
         np.broadcast_to(dist == 3, shape),
-        np.log1p(gap) / GAP_SCALE,
+        (np.log1p(gap) - t.pace[i]) / GAP_SCALE,
         same,
         c_addr,
         c_ment,
@@ -307,10 +325,11 @@ def message_features(
     has_own = (own_prev != _NONE) & (i - own_prev <= WINDOW)
     own_gap = np.where(has_own, t.date[i] - t.date[np.maximum(own_prev, 0)], 0.0)
     p = {name: k for k, name in enumerate(PAIR_FEATURES)}
+    pace = t.pace[i]
     cols = [
-        np.log1p(np.maximum(prev_gap, 0.0)) / GAP_SCALE,
+        (np.log1p(np.maximum(prev_gap, 0.0)) - pace) / GAP_SCALE,
         has_own,
-        np.log1p(np.maximum(own_gap, 0.0)) / GAP_SCALE,
+        np.where(has_own, np.log1p(np.maximum(own_gap, 0.0)) - pace, 0.0) / GAP_SCALE,
         t.has_address[i],
         pair[:, :, p["c_addresses_p"]].max(axis=1),
         pair[:, :, p["c_mentions_p"]].max(axis=1),
@@ -344,6 +363,7 @@ class DynamicState:
         self.named: dict[tuple[int, int], int] = {}
         self._mentioned = [[a for a in row if a != _NONE] for row in t.mentioned.tolist()]
         self.date: list[float] = t.date.tolist()
+        self.pace: list[float] = t.pace.tolist()
         self.conv_authors: dict[int, set[int]] = {}
         self.conv_stems: dict[int, set[str]] = {}
 
@@ -381,7 +401,7 @@ class DynamicState:
         named, tail, replies, size = self.named, self.tail, self.replies, self.size
         conv_authors, conv_stems, date = self.conv_authors, self.conv_stems, self.date
         recent = i - INTERACTION_WINDOW
-        c_stems, idf, date_i = self.t.stems[i], self.t.informative, date[i]
+        c_stems, idf, date_i, pace = self.t.stems[i], self.t.informative, date[i], self.pace[i]
         log1p = math.log1p
         overlap = self.t.overlap[i]
         rows = []
@@ -412,7 +432,7 @@ class DynamicState:
                     float(named.get((a_i, a_j), recent - 1) >= recent),
                     float(a_i in conv_authors[cj]),
                     log1p(sum(idf[s] for s in c_stems & conv_stems[cj])) / OVERLAP_SCALE,
-                    log1p(max(date_i - date[tail[cj]], 0.0)) / GAP_SCALE,
+                    (log1p(max(date_i - date[tail[cj]], 0.0)) - pace) / GAP_SCALE,
                 )
             )
         return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(DYNAMIC_FEATURES))
