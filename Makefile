@@ -13,7 +13,7 @@ export CHATSEEK_HOME ?= $(CURDIR)/.chatseek
 
 .DEFAULT_GOAL := help
 .PHONY: help install proto proto-check fmt lint typecheck test test-long demo bench \
-	bench-full eval up down e2e run-local embed-native clean ocr
+	bench-full eval train-linker up down e2e run-local embed-native clean ocr
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -71,6 +71,9 @@ bench-full: install ## Benchmarks at the 1M scale too
 
 eval: install ## Retrieval and reconstruction quality on ../shared/eval (report under eval/results)
 	$(PY) -m eval.run
+
+train-linker: install ## Fit the conversation-link model on IRC train, choose it on dev, ship its weights
+	$(PY) -m eval.train_linker --write
 
 run-local: install ## Start every service as a local process (chatseek stack up)
 	$(VENV)/bin/chatseek stack up

@@ -153,6 +153,16 @@ def targets(results: dict[str, Any]) -> list[Target]:
         )
         out.append(
             _judge(
+                "conversation build, learned link model (msgs/s)",
+                "≥ 20,000 for a 100k chat",
+                cut.get("conversation_build_msgs_per_s"),
+                f"{cut.get('messages')} messages",
+                (cut.get("messages") or 0) >= 100_000,
+                lambda v: v >= 20_000,
+            )
+        )
+        out.append(
+            _judge(
                 "unitize one appended message, median (ms)",
                 "< 5 in a 100k chat",
                 inc.get("append_median_ms"),
@@ -513,6 +523,14 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
                     "full cut per message (ms)",
                     round(1000 / inc["full_cut_msgs_per_s"], 4),
                     inc["append_over_cut_per_message"],
+                ],
+                [
+                    f"conversation build (link + group) of the {_fmt(cut['messages'])}-message"
+                    f" chat (msgs/s; CPU: {cut.get('conversation_build_cpu_msgs_per_s')})",
+                    cut.get("conversation_build_msgs_per_s"),
+                    "the rule scorer on the same chat (msgs/s)",
+                    cut.get("reference_rules_build_msgs_per_s"),
+                    cut.get("conversation_build_over_rules"),
                 ],
             ],
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import statistics
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -113,6 +114,8 @@ def _one_chat(
         progress(f"units: {stored} messages stored in ingest.db in {store_s:.1f} s; cutting")
         cut_s, events = timed(lambda: _drain(unitize))
         read_s, msgs = timed(lambda: loader.load_chat(unitize, ACCOUNT, chat_id))
+        progress(f"units: cut in {cut_s:.1f} s; building conversations")
+        links = _conversations(msgs)
         units = int(unitize.execute("SELECT COUNT(*) FROM units").fetchone()[0])
         empty = [timed(lambda: _drain(unitize))[0] for _ in range(50)]
         applies = []
@@ -134,6 +137,7 @@ def _one_chat(
         "reference_load_chat_s": round(read_s, 2),
         "reference_load_chat_msgs_per_s": round(len(msgs) / read_s) if read_s else None,
         "full_cut_over_load_chat": ratio(cut_s, read_s, 2),
+        **links,
         "appends": len(applies),
         "append_median_ms": round(median_ms, 3),
         "append_p95_ms": round(sorted(applies)[int(0.95 * (len(applies) - 1))] * 1000, 3)
@@ -142,6 +146,36 @@ def _one_chat(
         "reference_empty_apply_ms": round(empty_ms, 3),
         "append_over_empty_apply": ratio(median_ms, empty_ms, 2),
         "append_over_cut_per_message": ratio(median_ms, per_message_cut_ms, 1),
+    }
+
+
+def _conversations(msgs: list[Any]) -> dict[str, Any]:
+    """Linking and grouping one chat with the shipped model, against the rule scorer.
+
+    Wall and CPU time both: the CPU figure is what the model costs on a machine of its own.
+    """
+    from chatseek_unitize.linking import LearnedScorer, RuleScorer, build_links, conversations
+
+    def run(scorer: Any) -> tuple[float, float, list[Any], int]:
+        def build() -> tuple[list[Any], int]:
+            links = build_links(msgs, agent_answers={}, scorer=scorer)
+            return links, len(conversations(links))
+
+        cpu = time.process_time()
+        wall, (links, groups) = timed(build)
+        return wall, time.process_time() - cpu, links, groups
+
+    wall, cpu, links, groups = run(LearnedScorer())
+    rules_wall, _, _, _ = run(RuleScorer())
+    scored = sum(1 for link in links if link.reason in ("scored", "new"))
+    return {
+        "conversation_build_s": round(wall, 2),
+        "conversation_build_msgs_per_s": round(len(msgs) / wall),
+        "conversation_build_cpu_msgs_per_s": round(len(msgs) / cpu) if cpu else None,
+        "conversation_scored_messages": scored,
+        "conversations": groups,
+        "reference_rules_build_msgs_per_s": round(len(msgs) / rules_wall),
+        "conversation_build_over_rules": ratio(wall, rules_wall, 2),
     }
 
 

@@ -6,7 +6,9 @@ imports the public dev sets through the real CLI, waits until every index has ca
 builds conversations, then asks every question through the gateway's gRPC facade — the same
 path the CLI takes, minus process start — restricted to its own chat. Metrics come from the
 shared scoring tools themselves (``tools/retrieval_eval.py``, ``tools/disentangle_eval.py``),
-imported by path so our numbers mean exactly what theirs do.
+imported by path so our numbers mean exactly what theirs do. The Russian reply-link check
+(``ru/ruso-meta-a`` with its replies hidden, rebuilt by the shipped link model) runs
+in-process, beside the IRC numbers.
 
 Writes ``eval/results/<timestamp>.json`` and ``.md`` (every model's tables, then the models side
 by side) with a PNG chart, and prints the default model's change against ``eval/baseline.json``.
@@ -29,6 +31,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from eval.train_linker import RU_CHAT, russian_replies
 
 ROOT = Path(__file__).resolve().parent.parent
 EVAL_DATA = ROOT.parent / "shared" / "eval"
@@ -390,7 +394,11 @@ def _side_by_side(by_model: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def _markdown(
-    by_model: dict[str, dict[str, Any]], irc: dict[str, Any], stamp: str, delta: list[str]
+    by_model: dict[str, dict[str, Any]],
+    irc: dict[str, Any],
+    stamp: str,
+    delta: list[str],
+    ru: dict[str, Any] | None = None,
 ) -> str:
     lines = [f"# chatseek eval — {stamp}", ""]
     for model, results in by_model.items():
@@ -407,6 +415,14 @@ def _markdown(
             "```",
             json.dumps(irc, indent=1)[:4000],
             "```",
+            "",
+        ]
+    if ru:
+        lines += [
+            "## Russian reply links (ruso-meta-a, replies hidden, rebuilt in-process)",
+            "",
+            f"{ru['recovered']} of {ru['links']} reply links recovered by the shipped link model"
+            f" ({ru['recoverable']} point at a message present in the chat).",
             "",
         ]
     if delta:
@@ -497,8 +513,11 @@ def main(argv: list[str] | None = None) -> int:
                 progress(f"{model} {dataset}: imported, indexed, embedded, built in {took:.1f}s")
                 if dataset == "irc":
                     irc = disentanglement(stack, ids)
-                    links = {n: r.get("link") for n, r in irc.items()}
-                    progress("irc: " + json.dumps(links))
+                    for name, r in irc.items():
+                        progress(
+                            f"irc {name:<22} link F1 {(r.get('link') or {}).get('f1')}"
+                            f"  exact F1 {r['exact']['f1']}  VI {r['vi']}  1-1 {r['one_to_one']}"
+                        )
                     continue
                 dataset_modes = (
                     modes if dataset != "tgif" else [m for m in modes if m in ("lexical", "hybrid")]
@@ -508,6 +527,13 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 by_model[model][dataset]["_settle_s"] = round(took, 1)
     results: dict[str, Any] = {**by_model[models[0]], "irc": irc} if irc else by_model[models[0]]
+    if RU_CHAT.is_dir():
+        results["ru_reply_links"] = russian_replies()
+        ru = results["ru_reply_links"]
+        progress(
+            f"ru reply links recovered by the link model (replies hidden): {ru['recovered']}"
+            f"/{ru['links']} ({ru['recoverable']} have their target in the chat)"
+        )
     headline = _headline(results)
     delta = _compare(headline)
     document = {
@@ -520,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     (RESULTS / f"{stamp}.json").write_text(json.dumps(document, indent=1, ensure_ascii=False))
     _chart(results, RESULTS / f"{stamp}.png")
-    report = _markdown(by_model, irc, stamp, delta)
+    report = _markdown(by_model, irc, stamp, delta, results.get("ru_reply_links"))
     (RESULTS / f"{stamp}.md").write_text(report)
     (RESULTS / "latest.md").write_text(report)
     print("\n".join(delta))

@@ -1,9 +1,8 @@
-"""Conversation linking: precedence, rules, the learned scorer and IRC quality."""
+"""Conversation linking: precedence, rules, the learned scorer, its features and quality."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +10,16 @@ import numpy as np
 import pytest
 
 from chatseek_core.errors import InvalidValue
+from chatseek_unitize.linkfeatures import WINDOW, TopicInputs, _overlaps
 from chatseek_unitize.linking import (
-    NEW_FEATURES,
-    PAIR_FEATURES,
+    INPUT_FEATURES,
     WEIGHTS_PATH,
+    Choice,
     LearnedScorer,
     Link,
+    LinkContext,
     RuleScorer,
+    _idf,
     build_links,
     conversations,
 )
@@ -25,8 +27,9 @@ from chatseek_unitize.model import Msg
 
 T0 = 1_767_225_600  # 2026-01-01 00:00 UTC
 IRC_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "eval" / "irc"
-FIRST_ANNOTATED_ID = 1001
-MIN_IRC_LINK_F1 = 0.65
+MIN_IRC_LINK_F1 = 73.0
+MIN_RU_RECOVERED = 10
+MAX_WEIGHTS_BYTES = 2_000_000
 PEOPLE = {1: "Ann", 2: "Bob", 3: "Carla", 4: "Иван Петров", 5: "Dmitri"}
 
 
@@ -44,17 +47,32 @@ def by_id(links: list[Link]) -> dict[int, Link]:
 # --- precedence ---
 
 
-def test_an_explicit_reply_wins_over_agent_answers_and_rules() -> None:
+SCORERS = [pytest.param(RuleScorer, id="rules"), pytest.param(LearnedScorer, id="learned")]
+
+
+@pytest.mark.parametrize("make", SCORERS)
+def test_an_explicit_reply_wins_over_agent_answers_and_the_scorer(make: Any) -> None:
     msgs = [msg(1, 1, "anyone know a notary?"), msg(2, 2, "Ann, no"), msg(3, 3, "yes", reply_to=1)]
-    links = by_id(build_links(msgs, agent_answers={3: 2}, scorer=RuleScorer()))
+    links = by_id(build_links(msgs, agent_answers={3: 2}, scorer=make()))
     assert (links[3].parent_id, links[3].reason, links[3].confidence) == (1, "reply", 1.0)
 
 
-def test_a_stored_agent_answer_wins_over_the_rules() -> None:
+@pytest.mark.parametrize("make", SCORERS)
+def test_a_stored_agent_answer_wins_over_the_scorer(make: Any) -> None:
     msgs = [msg(1, 1, "visa question"), msg(2, 2, "Ann: which visa?"), msg(3, 2, "tourist?")]
-    links = by_id(build_links(msgs, agent_answers={2: None, 3: 1}, scorer=RuleScorer()))
+    links = by_id(build_links(msgs, agent_answers={2: None, 3: 1}, scorer=make()))
     assert (links[2].parent_id, links[2].reason) == (None, "agent")
     assert (links[3].parent_id, links[3].reason) == (1, "agent")
+
+
+def test_the_learned_scorer_sees_replies_and_answers_as_decisions() -> None:
+    msgs = [msg(1, 1, "where to rent a flat?"), msg(2, 2, "try the old town", reply_to=1)]
+    msgs += [msg(3, 3, "hello all"), msg(4, 4, "and the prices there?")]
+    scorer = LearnedScorer()
+    build_links(msgs, agent_answers={3: None}, scorer=scorer)
+    assert scorer.inputs is not None
+    assert scorer.inputs.state.parent[:3] == [-1, 0, -1]
+    assert scorer.inputs.state.replies[:3] == [1, 0, 0]
 
 
 def test_an_agent_answer_naming_a_missing_or_later_message_is_ignored() -> None:
@@ -153,36 +171,137 @@ def test_learned_links_are_chronological_confident_and_list_rejected_candidates(
         assert all(s <= link.confidence for s in scores)
 
 
-def test_the_learned_scorer_refuses_weights_for_other_features() -> None:
+def test_the_shipped_weights_load_with_their_provenance() -> None:
     doc = json.loads(WEIGHTS_PATH.read_text("utf-8"))
-    assert doc["pair_features"] == list(PAIR_FEATURES)
-    assert doc["new_features"] == list(NEW_FEATURES)
-    doc["pair_features"] = doc["pair_features"][:-1]
-    with pytest.raises(InvalidValue):
-        LearnedScorer(doc)
+    assert doc["features"] == list(INPUT_FEATURES)
+    assert doc["provenance"]["fit_on"].startswith("irc-train")
+    assert "commit" in doc["provenance"] and "date" in doc["provenance"]
+    assert WEIGHTS_PATH.stat().st_size < MAX_WEIGHTS_BYTES
+    LearnedScorer(doc)
 
 
-def test_an_embedding_function_needs_a_similarity_model() -> None:
+def test_the_learned_scorer_refuses_weights_for_other_features_or_shapes() -> None:
     doc = json.loads(WEIGHTS_PATH.read_text("utf-8"))
-    doc["models"].pop("similarity", None)
-    with pytest.raises(InvalidValue):
-        LearnedScorer(doc, embed=lambda texts: np.ones((len(texts), 4)) / 2)
+    for broken in (
+        {**doc, "features": doc["features"][:-1]},
+        {**doc, "format": 1},
+        {**doc, "model": {**doc["model"], "w2": doc["model"]["w2"][:-1]}},
+        {**doc, "model": None},
+    ):
+        with pytest.raises(InvalidValue):
+            LearnedScorer(broken)
 
 
-def test_the_similarity_model_uses_the_injected_embeddings() -> None:
-    topics = [("visa", "consulate"), ("bike",), ("flat",)]
+def test_training_rows_are_the_inputs_the_scorer_scores() -> None:
+    from eval.train_linker import option_rows
 
-    def embed(texts: Sequence[str]) -> np.ndarray:
-        rows = np.array([[float(any(w in t for w in ws)) for ws in topics] + [0.1] for t in texts])
-        norms: np.ndarray = np.linalg.norm(rows, axis=1, keepdims=True)
-        return np.asarray(rows / norms, dtype=float)
+    msgs = [msg(i, 1 + i % 4, f"flat rent question {i % 3}?") for i in range(1, 40)]
+    scorer = LearnedScorer()
+    seen: list[tuple[list[int], np.ndarray, np.ndarray]] = []
 
-    msgs = [msg(i, 1 + i % 4, t) for i, t in enumerate(["visa?", "bike?", "flat?"] * 4, 1)]
-    msgs.append(msg(20, 5, "the consulate opens at nine"))
-    link = by_id(build_links(msgs, agent_answers={}, scorer=LearnedScorer(embed=embed)))[20]
-    ranked = [link.parent_id] + [cand for cand, _ in link.rejected]
-    best = next(cand for cand in ranked if cand is not None and cand != -1)
-    assert msgs[best - 1].text == "visa?"
+    class Probe:
+        def prepare(self, ctx: LinkContext) -> None:
+            scorer.prepare(ctx)
+
+        def choose(self, ctx: LinkContext, i: int) -> Choice:
+            cands, probs = scorer.scores(ctx, i)
+            assert scorer.inputs is not None
+            x, mask = option_rows(scorer.inputs, i)
+            seen.append((cands, probs, _forward(x, mask, i, cands)))
+            return scorer.choose(ctx, i)
+
+    build_links(msgs, agent_answers={}, scorer=Probe())
+    assert len(seen) == len(msgs)
+    for _cands, probs, expected in seen:
+        np.testing.assert_allclose(probs, expected, rtol=1e-4, atol=1e-6)
+
+
+def _forward(x: np.ndarray, mask: np.ndarray, i: int, cands: list[int]) -> np.ndarray:
+    """The shipped network written out plainly over all options, then cut to the shortlist."""
+    doc = json.loads(WEIGHTS_PATH.read_text("utf-8"))["model"]
+    w1, b1, w2 = (np.asarray(doc[k], dtype=np.float64) for k in ("w1", "b1", "w2"))
+    raw = np.maximum(x @ w1 + b1, 0.0) @ w2
+    raw[0] += doc.get("new_bias", 0.0)
+    keep = [0] + [1 + j - (i - WINDOW) for j in cands]
+    assert mask[keep].all()
+    kept = raw[keep]
+    ex = np.exp(kept - kept.max())
+    return np.asarray(ex / ex.sum())
+
+
+# --- features mean the same in every language ---
+
+EN = [
+    (1, "Ann", "where to rent flats near the station?"),
+    (2, "Bob", "anyone selling bicycles?"),
+    (3, "Carl", "Ann: flats near stations are expensive"),
+    (1, "Ann", "Carl, how expensive?"),
+    (4, "Dan", "Bob: selling my bicycle, cheap"),
+    (3, "Carl", "two thousand for small flat"),
+]
+RU = [
+    (1, "Аня", "где снять квартиру возле вокзала?"),
+    (2, "Боря", "кто продаёт велосипеды?"),
+    (3, "Кирилл", "Аня: квартиры возле вокзала дорогие"),
+    (1, "Аня", "Кирилл, насколько дорогие?"),
+    (4, "Денис", "Боря: продаю велосипед, дёшево"),
+    (3, "Кирилл", "две тысячи за маленькую квартиру"),
+]
+LENGTH_FEATURES = {"p_log_length", "c_log_length"}
+
+
+def _inputs(rows: list[tuple[int, str, str]]) -> tuple[np.ndarray, list[Link]]:
+    """Every message's option rows (all decisions "new"), and the shipped model's links."""
+    from eval.train_linker import option_rows
+
+    msgs = [
+        Msg(msg_id=k, date=T0 + 30 * k, sender_id=s, sender_name=name, text=text)
+        for k, (s, name, text) in enumerate(rows, 1)
+    ]
+    ctx = LinkContext(msgs, {})
+    ctx.idf = _idf([ctx])
+    inputs = TopicInputs(ctx.analysed(), ctx.idf)
+    stacked = []
+    for i in range(len(msgs)):
+        inputs.sync([None] * len(msgs), i)
+        stacked.append(option_rows(inputs, i)[0])
+    return np.stack(stacked), build_links(msgs, agent_answers={}, scorer=LearnedScorer())
+
+
+def test_features_mean_the_same_in_russian_and_in_english() -> None:
+    en, en_links = _inputs(EN)
+    ru, ru_links = _inputs(RU)
+    same = [k for k, name in enumerate(INPUT_FEATURES) if name not in LENGTH_FEATURES]
+    np.testing.assert_allclose(ru[..., same], en[..., same], atol=1e-6)
+    named = INPUT_FEATURES.index("c_addresses_p")
+    assert en[..., named].sum() == 3  # "Ann:", "Carl," and "Bob:" name an earlier author
+    assert [link.parent_id for link in ru_links] == [link.parent_id for link in en_links]
+
+
+def test_inflected_russian_words_overlap_through_their_stems() -> None:
+    rows = [
+        (1, "Аня", "ищу квартиру"),
+        (2, "Боря", "кто продаёт велосипед"),
+        (3, "Кирилл", "квартиры?"),
+    ]
+    ru, _ = _inputs(rows)
+    overlap = INPUT_FEATURES.index("overlap")
+    assert ru[2, 1 + WINDOW - 2, overlap] > 0  # квартиры / квартиру, two messages back
+    assert ru[2, 1 + WINDOW - 1, overlap] == 0
+
+
+def test_overlaps_match_a_plain_pairwise_count() -> None:
+    rng = np.random.default_rng(3)
+    vocab = [f"w{k}" for k in range(40)]
+    sets = [frozenset(rng.choice(vocab, size=5, replace=False)) for _ in range(120)]
+    idf = {w: float(3 + k % 5) for k, w in enumerate(vocab)}
+    total, rarest = _overlaps(sets, idf)
+    for i in range(len(sets)):
+        for d in range(1, WINDOW + 1):
+            shared = sets[i] & sets[i - d] if i - d >= 0 else frozenset()
+            weights = [idf[w] for w in shared]
+            assert total[i, d] == pytest.approx(sum(weights))
+            assert rarest[i, d] == pytest.approx(max(weights, default=0.0))
 
 
 # --- conversations ---
@@ -201,32 +320,26 @@ def test_conversations_are_the_connected_components_in_order() -> None:
     assert sorted(map(sorted, conversations(reversed(links)))) == [[1, 3, 4], [2, 5], [6]]
 
 
-# --- IRC quality ---
+# --- quality on the shared data ---
 
 
-def _link_f1(files: list[Any], scorer: Any) -> float:
-    matched = predicted = gold_total = 0
-    for f in files:
-        pred = {m.msg_id: m.msg_id for m in f.msgs}
-        for link in build_links(f.msgs, agent_answers={}, scorer=scorer):
-            pred[link.msg_id] = link.parent_id if link.parent_id is not None else link.msg_id
-        for child, parents in f.gold.items():
-            if child < FIRST_ANNOTATED_ID:
-                continue
-            gold_total += len(parents)
-            predicted += 1
-            matched += pred[child] in parents
-    precision, recall = matched / predicted, matched / gold_total
-    return 2 * precision * recall / (precision + recall)
-
-
-def test_the_shipped_weights_reach_the_irc_link_f1_floor() -> None:
+def test_the_shipped_weights_reach_the_irc_dev_link_f1_floor() -> None:
     if not IRC_DIR.is_dir():
         pytest.skip(f"IRC eval data not found at {IRC_DIR}")
-    from irc_tuning import load_irc
+    from eval.train_linker import evaluate, load_irc
 
     files = load_irc(IRC_DIR)
-    learned = _link_f1(files, LearnedScorer())
-    rules = _link_f1(files, RuleScorer())
-    assert learned >= MIN_IRC_LINK_F1
-    assert learned > rules
+    learned = evaluate(files, LearnedScorer)
+    rules = evaluate(files, RuleScorer)
+    assert learned["link_f1"] >= MIN_IRC_LINK_F1
+    assert learned["exact_f1"] > rules["exact_f1"]
+
+
+def test_the_shipped_weights_recover_hidden_russian_reply_links() -> None:
+    from eval.train_linker import RU_CHAT, russian_replies
+
+    if not RU_CHAT.is_dir():
+        pytest.skip(f"Russian eval chat not found at {RU_CHAT}")
+    check = russian_replies()
+    assert (check["links"], check["recoverable"]) == (84, 64)
+    assert check["recovered"] >= MIN_RU_RECOVERED

@@ -122,7 +122,7 @@ def default_scorer() -> LinkScorer:
 def scorer_name(scorer: LinkScorer) -> str:
     """The name a build records for its scorer: ``learned``, ``rules`` or the class name."""
     if isinstance(scorer, LearnedScorer):
-        return "learned" if scorer.embed is None else "learned+similarity"
+        return "learned"
     if isinstance(scorer, RuleScorer):
         return "rules"
     return type(scorer).__name__
