@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCKERFILES = sorted(ROOT.glob("services/*/Dockerfile"))
+DOCKERFILES = sorted(ROOT.glob("services/*/*.Dockerfile"))
 
 
 def _compose() -> dict[str, object]:
@@ -84,7 +84,7 @@ def test_the_compose_build_passes_the_base_image_and_the_ca_secret() -> None:
     assert isinstance(services, dict)
     for name, spec in services.items():
         build = spec["build"]
-        assert build["dockerfile"] == f"services/{name}/Dockerfile"
+        assert build["dockerfile"] == f"services/{name}/{name}.Dockerfile"
         assert build["args"]["BASE_IMAGE"] == "${CHATSEEK_BASE_IMAGE:-python:3.12-slim}"
         assert build["secrets"] == ["ca"]
         assert spec["read_only"] is True and "/tmp" in spec["tmpfs"], name

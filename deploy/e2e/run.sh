@@ -141,6 +141,35 @@ stack_env() {
 
 compose() { "$CHATSEEK_COMPOSE" --profile linux-embed "$@"; }
 
+# The services whose image does not hold their own package (empty when all do).
+misbuilt() {
+    local svc
+    for svc in ingest unitize lexical embed vector fusion gateway; do
+        docker run --rm --entrypoint python "$COMPOSE_PROJECT_NAME-$svc" \
+            -c "import importlib.util, sys; sys.exit(not importlib.util.find_spec('chatseek_$svc'))" \
+            >/dev/null 2>&1 || printf '%s ' "$svc"
+    done
+}
+
+# The images, one `compose build SERVICE` each (compose.yaml gives them their base image, CA
+# secret and torch index). Debian's engine (20.10, BuildKit 0.8) keys the build definition it
+# loads by the Dockerfile's file name within one context: when every service's file was called
+# `Dockerfile` the lexical image was built from services/gateway's, cache or no cache. Each
+# now has a name of its own (services/<svc>/<svc>.Dockerfile); `verify_images` checks it.
+build_images() {
+    local svc
+    for svc in ingest unitize lexical embed vector fusion gateway; do
+        compose build "$svc"
+    done
+}
+
+# Every image must hold its own service.
+verify_images() {
+    local bad
+    bad=$(misbuilt)
+    [ -z "$bad" ] || { log "images without their own service: $bad"; return 1; }
+}
+
 wait_healthy() {
     local deadline=$((SECONDS + HEALTH_TIMEOUT_S)) ids states
     while :; do
@@ -188,11 +217,12 @@ main() {
 
     local t0 build_s up_s
     t0=$(now)
-    compose build
+    build_images
+    verify_images
     build_s=$(since "$t0")
     log "built in ${build_s}s (cold: $cold)"
     t0=$(now)
-    compose up -d --build
+    compose up -d
     wait_healthy
     up_s=$(since "$t0")
     log "every health check passed ${up_s}s after up"

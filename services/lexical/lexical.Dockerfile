@@ -1,5 +1,5 @@
-# chatseek gateway service. Build from the repository root (compose.yaml does):
-#   docker build -f services/gateway/Dockerfile --secret id=ca,src=/etc/ssl/certs/ca-certificates.crt .
+# chatseek lexical service. Build from the repository root (compose.yaml does):
+#   docker build -f services/lexical/lexical.Dockerfile --secret id=ca,src=/etc/ssl/certs/ca-certificates.crt .
 # BASE_IMAGE: any Debian-like image with python3 and its venv module (default python:3.12-slim).
 # The build stage installs every dependency at its version in requirements/lock.txt and checks
 # it (deploy/image/pip-install.sh); the CA bundle (secret `ca`) and deploy/wheels/ are only
@@ -13,18 +13,18 @@ COPY libs/chatseek-proto /app/libs/chatseek-proto
 COPY libs/chatseek-core /app/libs/chatseek-core
 RUN --mount=type=secret,id=ca \
     sh /opt/build/pip-install.sh /app/libs/chatseek-proto /app/libs/chatseek-core
-COPY services/gateway /app/services/gateway
+COPY services/lexical /app/services/lexical
 RUN --mount=type=secret,id=ca \
-    sh /opt/build/pip-install.sh /app/services/gateway && sh /opt/build/pip-install.sh --finish
+    sh /opt/build/pip-install.sh /app/services/lexical && sh /opt/build/pip-install.sh --finish
 
 FROM ${BASE_IMAGE}
 RUN useradd --create-home --uid 10001 chatseek && mkdir -p /data && chown chatseek /data
 COPY --from=build /opt/chatseek /opt/chatseek
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/chatseek/bin:$PATH \
-    CHATSEEK_LISTEN=0.0.0.0:47107 CHATSEEK_DATA_DIR=/data CHATSEEK_LOG_FORMAT=json
+    CHATSEEK_LISTEN=0.0.0.0:47103 CHATSEEK_DATA_DIR=/data CHATSEEK_LOG_FORMAT=json
 USER chatseek
 WORKDIR /home/chatseek
-EXPOSE 47107
+EXPOSE 47103
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "-m", "chatseek_core.probe"]
-CMD ["python", "-m", "chatseek_gateway"]
+CMD ["python", "-m", "chatseek_lexical"]

@@ -1,5 +1,5 @@
 # chatseek unitize service. Build from the repository root (compose.yaml does):
-#   docker build -f services/unitize/Dockerfile --secret id=ca,src=/etc/ssl/certs/ca-certificates.crt .
+#   docker build -f services/unitize/unitize.Dockerfile --secret id=ca,src=/etc/ssl/certs/ca-certificates.crt .
 # BASE_IMAGE: any Debian-like image with python3 and its venv module (default python:3.12-slim).
 # The build stage installs every dependency at its version in requirements/lock.txt and checks
 # it (deploy/image/pip-install.sh); the CA bundle (secret `ca`) and deploy/wheels/ are only
