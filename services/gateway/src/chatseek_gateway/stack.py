@@ -168,7 +168,10 @@ def up(
     try:
         _wait_serving(settings, started, timeout_s, on_progress)
     except BaseException:
-        _stop(settings, {name: proc.pid for name, proc in started.items()}, DOWN_GRACE_S)
+        # Stop what is still running; a service that exited by itself keeps its (dead) pid file
+        # for whoever looks into why (`_read_pid` ignores a dead pid).
+        running = {name: proc.pid for name, proc in started.items() if proc.poll() is None}
+        _stop(settings, running, DOWN_GRACE_S)
         for proc in started.values():
             proc.poll()  # reap
         raise
