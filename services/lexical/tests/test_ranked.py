@@ -177,6 +177,35 @@ def test_the_or_fallback_runs_only_when_and_finds_too_few(stores: Stores) -> Non
     assert unit_list(stores.lex, "alpha zzz", limit=10) != []
 
 
+def test_function_words_never_fill_the_or_top_up(stores: Stores) -> None:
+    answer = window(stores, "Ann: opened a bank account at Sabadell", "a")
+    window(stores, "Bob: how do I get to the beach from here?", "b")
+    window(stores, "Eve: я не знаю, как это делать", "c")
+    apply_feeds(stores.lex)
+
+    assert unit_ids(unit_list(stores.lex, "how do I open a bank account?", limit=10)) == [answer]
+    assert unit_list(stores.lex, "как мне это сделать в банке", limit=10) == []
+
+
+def test_russian_function_words_are_left_out_of_the_match(stores: Stores) -> None:
+    answer = window(stores, "Ann: залог за квартиру вернули через месяц", "a")
+    window(stores, "Bob: а что если он не придёт", "b")
+    late = window(stores, "Eve: он вернёт всё в пятницу", "c")
+    apply_feeds(stores.lex)
+
+    rows = unit_ids(unit_list(stores.lex, "а если он не вернёт залог?", limit=10))
+
+    assert sorted(rows) == sorted([answer, late])
+
+
+def test_a_query_of_function_words_only_still_finds_them(stores: Stores) -> None:
+    band = window(stores, "Ann: the who played here", "a")
+    window(stores, "Bob: concert tickets", "b")
+    apply_feeds(stores.lex)
+
+    assert unit_ids(unit_list(stores.lex, "The Who", limit=10)) == [band]
+
+
 def test_scores_are_positive_and_best_first(stores: Stores) -> None:
     window(stores, "Ann: rent rent rent", "a")
     window(stores, "Bob: rent a flat in the old town near the harbour", "b")

@@ -3,8 +3,12 @@
 Invariants:
 * Query words go through the indexing analyser; each becomes ``(raw:"w" OR stem:"s")``, every
   term double-quoted (quotes doubled), so no user text can break FTS5 syntax.
-* All terms are ANDed first; rows of the ORed query are appended only when that finds fewer
-  than ``limit``, so rows holding every term rank first.
+* The terms are the query's words less Russian and English function words (``stopwords``),
+  unless the query has no other word: "how do I open a bank account" matches on "open", "bank"
+  and "account". Those terms are ANDed first; rows of the ORed query are appended only when
+  that finds fewer than ``limit``, so rows holding every term come first and a top-up row holds
+  at least one content word, never just "how". The word indexes keep every word, so the
+  strict language still finds any of them exactly.
 * Filters (accounts, chats, unit start date, kind, current build) are in the SQL, before the
   limit; the FTS table drives every join. Scores are ``-bm25(raw 2.0, stem 1.0)``: higher is
   better, comparable only within one list.
@@ -20,6 +24,7 @@ from typing import Any
 
 from chatseek_core import db
 from chatseek_core.errors import InvalidValue
+from chatseek_core.stopwords import STOP_WORDS
 from chatseek_core.text import stem, words
 from chatseek_lexical.readiness import require_words_ready
 
@@ -73,11 +78,14 @@ class _Filters:
 def query_terms(query_text: str) -> list[tuple[str, str]]:
     """The ``(raw, stem)`` pairs of the query's words, first occurrence order, no repeats.
 
-    At most ``MAX_QUERY_TERMS`` pairs are kept; an empty list means nothing indexable.
+    Function words are left out unless the query has nothing else. At most
+    ``MAX_QUERY_TERMS`` pairs are kept; an empty list means nothing indexable.
     """
+    tokens = words(query_text)
+    content = [w for w in tokens if w not in STOP_WORDS]
     seen: set[str] = set()
     out: list[tuple[str, str]] = []
-    for word in words(query_text):
+    for word in content or tokens:
         if word in seen:
             continue
         seen.add(word)
