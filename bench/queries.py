@@ -163,7 +163,7 @@ def _in_process(settings: Any) -> tuple[Callable[[str, str, bool], Any], Callabl
 
     def run(query: str, mode: str, rerank: bool) -> Any:
         params = hybrid.SearchParams(query=query, flt=flt, mode=mode, k=10, rerank=rerank)
-        return loop.run_until_complete(hybrid.search(fusion, signals, params, config))
+        return loop.run_until_complete(hybrid.search(lambda: fusion, signals, params, config))
 
     def close() -> None:
         loop.close()

@@ -181,8 +181,11 @@ def _search(
         )
         took = time.perf_counter() - started
         hits = [
-            # No hit text: token budgets then count the whole conversation's messages.
-            {"ids": r["conversation"].get("msg_ids", []), "text": ""}
+            # Scored on what it returns: the evidence chunks' messages and text.
+            {
+                "ids": [i for chunk in r["evidence"] for i in chunk["msg_ids"]],
+                "text": "\n".join(chunk["text"] for chunk in r["evidence"]),
+            }
             for r in doc["results"]
         ]
         return hits, took

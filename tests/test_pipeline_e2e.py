@@ -65,6 +65,33 @@ def test_hybrid_search_finds_the_bank_account_discussion(stack: dict[str, Any]) 
     assert "bank" in text or "банк" in text
 
 
+@pytest.mark.parametrize("mode", ["hybrid", "lexical", "dense"])
+def test_a_channel_post_and_its_discussion_copy_are_one_hit(
+    stack: dict[str, Any], mode: str
+) -> None:
+    doc = cli_json(
+        stack["env"],
+        "search",
+        "--mode",
+        mode,
+        "--full",
+        "--json",
+        "--",
+        "digital nomad visa: remote work, income, UGE",
+    )
+    heads = [h["text"].splitlines()[0].split(": ", 1)[1] for h in doc["hits"]]
+    assert len(heads) == len(set(heads)), heads
+    post = next(h for h in doc["hits"] if "Digital nomad visa" in h["text"].splitlines()[0])
+    assert post["kind"] == "post"
+    assert post["chat"]["type"] == "channel"
+    group = next(c for c in stack["report"]["chats"] if c["title"].endswith("— Chat"))
+    comments = post["comments"]
+    assert comments["chat_id"] == int(group["id"])
+    assert {9, 10, 13} <= set(comments["msg_ids"]), comments
+    assert 6 not in comments["msg_ids"]  # Telegram's copy of the post is the post itself
+    assert "ИП в Грузии" in post["text"]
+
+
 def test_each_mode_answers_and_says_which_lists_found_a_hit(stack: dict[str, Any]) -> None:
     for mode, expected in (("lexical", {"words"}), ("dense", {"meaning"})):
         doc = cli_json(stack["env"], "search", "--mode", mode, "--json", "--", "аренда квартиры")
@@ -105,6 +132,24 @@ def test_conversation_search_answers_with_built_conversations(stack: dict[str, A
     first = doc["results"][0]
     assert first["conversation"]["message_count"] >= 1
     assert set(first["by"]) <= {"meaning", "words"}
+    evidence = {i for chunk in first["evidence"] for i in chunk["msg_ids"]}
+    assert evidence & {48261, 48265, 48274}, first  # the SIM card answers
+    assert "msg_ids" not in first["conversation"]  # evidence, not the whole conversation
+    for result in doc["results"]:
+        assert 1 <= len(result["evidence"]) <= 3
+        for chunk in result["evidence"]:
+            assert chunk["text"].count("\n") + 1 == len(chunk["msg_ids"])
+    shown = cli_json(
+        stack["env"],
+        "conversations",
+        "show",
+        str(first["read"]["conversation_id"]),
+        "--chat",
+        str(first["read"]["chat"]),
+        "--json",
+    )
+    assert len(shown["messages"]) == first["conversation"]["message_count"]
+    assert evidence <= {m["msg_id"] for m in shown["messages"]}
 
 
 def test_readers_follow_a_hit_to_its_thread_context_and_evidence(stack: dict[str, Any]) -> None:

@@ -12,7 +12,11 @@ Invariants:
 * Scores are within-result-set numbers: min-max normalised over the candidates, plus the
   bounded reaction bonus. They order one answer and compare across nothing else.
 * The lists are fetched ``max(k, rerank_top, list_depth)`` deep; ranking never invents a unit
-  that no list returned.
+  that no list returned, except the channel post of a discussion-group unit that holds its
+  automatic copy: a post and its copy are one hit, the post with the group's messages as its
+  ``comments``.
+* No read blocks the event loop: units, chats and messages load in batched queries in worker
+  threads.
 """
 
 from __future__ import annotations
@@ -20,23 +24,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from chatseek_core.aio import to_thread
 from chatseek_core.config import SearchConfig
 from chatseek_core.db import Connection
 from chatseek_core.errors import ChatseekError, InvalidArgument
 from chatseek_core.links import deep_link, locator
 from chatseek_core.text import stems
-from chatseek_fusion.fuse import convex, dedup, minmax, reaction_bonus, rrf
+from chatseek_fusion.fuse import Fused, convex, dedup, minmax, reaction_bonus, rrf
 from chatseek_fusion.store import (
     ChatInfo,
     MessageRow,
     UnitRow,
+    channel_copies,
     load_chats,
-    load_messages,
+    load_messages_of,
     load_units,
+    post_units,
     render_line,
 )
 
@@ -207,51 +214,177 @@ def _iso(ts: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
+@dataclass
+class _Entry:
+    """One hit in the making: its unit, and the discussion-group units folded into it."""
+
+    score: float
+    unit: UnitRow
+    comments: list[UnitRow] = field(default_factory=list)
+    copies: set[int] = field(default_factory=set)
+    lists: list[str] = field(default_factory=list)
+
+
+def _fold_copies(
+    conn: Connection, ranked: list[tuple[float, Fused]], units: dict[int, UnitRow]
+) -> list[_Entry]:
+    """Entries best first, a channel post and its discussion-group copies as one.
+
+    A group unit holding Telegram's automatic copy of a post joins that post's entry (at the
+    better of their ranks): the hit is the post, the group unit's other messages its comments.
+    """
+    copies = channel_copies(conn, (units[f.unit_id] for _, f in ranked))
+    posts = post_units(conn, {(c.account, c.channel_id, c.post_msg_id) for c in copies.values()})
+    entries: list[_Entry] = []
+    by_post: dict[int, _Entry] = {}
+    for score, f in ranked:
+        unit = units[f.unit_id]
+        copy = copies.get(f.unit_id)
+        post = posts.get((copy.account, copy.channel_id, copy.post_msg_id)) if copy else None
+        target = post if post is not None else unit
+        entry = by_post.get(target.unit_id)
+        if entry is None:
+            entry = _Entry(score=score, unit=target)
+            by_post[target.unit_id] = entry
+            entries.append(entry)
+        entry.lists.extend(name for name in f.by if name not in entry.lists)
+        if post is not None and copy is not None:
+            entry.comments.append(unit)
+            entry.copies.add(copy.copy_msg_id)
+    return entries
+
+
+def _comments(
+    entry: _Entry, groups: dict[tuple[str, int], dict[int, MessageRow]]
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The folded group units' messages (not the copy, not already in the post): the hit's
+    ``comments`` field and their rendered lines."""
+    if not entry.comments:
+        return None, []
+    group = entry.comments[0]
+    own = set(entry.unit.msg_ids[1:])
+    ids = sorted(
+        {i for u in entry.comments for i in u.msg_ids} - own - entry.copies,
+    )
+    messages = groups.get((group.account, group.chat_id), {})
+    lines = [render_line(messages[i]) for i in ids if i in messages]
+    field_ = {
+        "chat_id": group.chat_id,
+        "msg_ids": ids,
+        "locators": [locator(group.account, group.chat_id, i) for i in ids],
+        "unit_ids": [u.unit_id for u in entry.comments],
+    }
+    return field_, lines
+
+
 def _hit(
     rank: int,
-    score: float,
-    by: list[str],
-    unit: UnitRow,
+    entry: _Entry,
     chat: ChatInfo | None,
     messages: dict[int, MessageRow],
+    groups: dict[tuple[str, int], dict[int, MessageRow]],
     best: int | None,
     params: SearchParams,
     config: SearchConfig,
     cosine: float | None,
 ) -> dict[str, Any]:
+    unit = entry.unit
     anchor = _anchor(unit, messages, best, params.query)
     topic = messages[anchor].topic_id if anchor in messages else None
     chat_type = chat.type if chat else "supergroup"
     link, fallback = deep_link(
         chat_type, unit.chat_id, chat.username if chat else None, anchor, topic
     )
+    comments, comment_lines = _comments(entry, groups)
+    snippet = _snippet(unit, messages, anchor, config.snippet_chars)
+    for line in comment_lines:
+        if len(snippet) + 1 + len(line) > config.snippet_chars:
+            break
+        snippet = f"{snippet}\n{line}"
+    by = ["words" if name in ("words", "messages") else name for name in entry.lists]
     hit: dict[str, Any] = {
         "rank": rank,
-        "score": round(score, 6),
+        "score": round(entry.score, 6),
         "score_meaning": "within-result-set only: orders this answer, comparable to nothing else",
-        "by": by,
+        "by": sorted(set(by), key=by.index),
         "kind": unit.kind,
         "unit_id": unit.unit_id,
         "chat": chat.to_dict() if chat else {"account": unit.account, "id": unit.chat_id},
-        "date_range": {"start": _iso(unit.start_date), "end": _iso(unit.end_date)},
+        "date_range": {
+            "start": _iso(unit.start_date),
+            "end": _iso(max([unit.end_date, *(c.end_date for c in entry.comments)])),
+        },
         "anchor_msg_id": anchor,
         "link": link,
         "fallback_link": fallback,
         "locators": [locator(unit.account, unit.chat_id, i) for i in unit.msg_ids],
-        "snippet": _snippet(unit, messages, anchor, config.snippet_chars),
+        "snippet": snippet,
         "msg_ids": list(unit.msg_ids),
         "senders": list(unit.senders),
         "reactions": unit.reactions,
     }
+    if comments is not None:
+        hit["comments"] = comments
     if cosine is not None:
         hit["cosine"] = round(cosine, 6)
     if params.full:
-        hit["text"] = unit.text
+        hit["text"] = "\n".join([unit.text, *comment_lines]) if comment_lines else unit.text
     return hit
 
 
-async def search(
+def _hits(
     conn: Connection,
+    ranked: list[tuple[float, Fused]],
+    units: dict[int, UnitRow],
+    best_msg: dict[int, int],
+    cosines: dict[int, float],
+    params: SearchParams,
+    config: SearchConfig,
+) -> list[dict[str, Any]]:
+    """Fold copies, drop overlaps, and render the top ``k``: every read in batched queries."""
+    entries = _fold_copies(conn, ranked, units)
+    chat_index: dict[tuple[str, int], int] = {}
+    ordered = []
+    for e in entries:
+        key = chat_index.setdefault((e.unit.account, e.unit.chat_id), len(chat_index))
+        ordered.append((e.unit.unit_id, key, e.unit.msg_ids))
+    kept = set(dedup(ordered, config.dedup_overlap)[: params.k])
+    chosen = [e for e in entries if e.unit.unit_id in kept][: params.k]
+    chats = load_chats(conn, {(e.unit.account, e.unit.chat_id) for e in chosen})
+    wanted: dict[tuple[str, int], set[int]] = {}
+    for e in chosen:
+        wanted.setdefault((e.unit.account, e.unit.chat_id), set()).update(e.unit.msg_ids)
+        for c in e.comments:
+            wanted.setdefault((c.account, c.chat_id), set()).update(c.msg_ids)
+    messages = load_messages_of(conn, {key: sorted(ids) for key, ids in wanted.items()})
+    hits = []
+    for rank, e in enumerate(chosen, start=1):
+        u = e.unit
+        own = messages.get((u.account, u.chat_id), {})
+        cosine = cosines.get(u.unit_id)
+        if cosine is None:
+            cosine = max(
+                (cosines[c.unit_id] for c in e.comments if c.unit_id in cosines), default=None
+            )
+        best = best_msg.get(u.unit_id)
+        hits.append(
+            _hit(
+                rank,
+                e,
+                chats.get((u.account, u.chat_id)),
+                {i: own[i] for i in u.msg_ids if i in own},
+                messages,
+                best,
+                params,
+                config,
+                cosine,
+            )
+        )
+    return hits
+
+
+async def search(
+    open_db: Callable[[], Connection],
     signals: Signals,
     params: SearchParams,
     config: SearchConfig,
@@ -259,6 +392,9 @@ async def search(
     default_rerank: bool = True,
 ) -> dict[str, Any]:
     """Run one hybrid search; returns ``{hits, warnings, mode, reranked, …}``.
+
+    ``open_db`` gives the calling thread's read connection (``ThreadConnections.get``); every
+    read runs off the event loop, in two batched steps: the pool's units, then the hits.
 
     Raises:
         InvalidArgument: an unknown mode, an empty or over-long query or k out of range.
@@ -294,7 +430,8 @@ async def search(
     else:
         fused = convex(lists, weights, top=depth)
     pool = fused[: config.rerank_top] if rerank else fused[:depth]
-    units = load_units(conn, [f.unit_id for f in pool])
+    ids = [f.unit_id for f in pool]
+    units = await to_thread(lambda: load_units(open_db(), ids))
     pool = [f for f in pool if f.unit_id in units]
     base = minmax([f.score for f in pool])
     reranked = False
@@ -314,36 +451,9 @@ async def search(
         for b, f in zip(base, pool, strict=True)
     ]
     final.sort(key=lambda pair: (-pair[0], pair[1].unit_id))
-    chat_index: dict[tuple[str, int], int] = {}
-    ordered = []
-    for _, f in final:
-        u = units[f.unit_id]
-        key = chat_index.setdefault((u.account, u.chat_id), len(chat_index))
-        ordered.append((f.unit_id, key, u.msg_ids))
-    kept = set(dedup(ordered, config.dedup_overlap)[: params.k])
-    chosen = [(score, f) for score, f in final if f.unit_id in kept][: params.k]
-    chats = load_chats(
-        conn, {(units[f.unit_id].account, units[f.unit_id].chat_id) for _, f in chosen}
+    hits = await to_thread(
+        lambda: _hits(open_db(), final, units, best_msg, cosines, params, config)
     )
-    hits = []
-    for rank, (score, f) in enumerate(chosen, start=1):
-        u = units[f.unit_id]
-        messages = load_messages(conn, u.account, u.chat_id, u.msg_ids)
-        by = ["words" if name in ("words", "messages") else name for name in f.by]
-        hits.append(
-            _hit(
-                rank,
-                score,
-                sorted(set(by), key=by.index),
-                u,
-                chats.get((u.account, u.chat_id)),
-                messages,
-                best_msg.get(f.unit_id),
-                params,
-                config,
-                cosines.get(f.unit_id),
-            )
-        )
     return {
         "hits": hits,
         "warnings": warnings,

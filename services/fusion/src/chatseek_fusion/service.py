@@ -47,8 +47,7 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
             rerank=request.rerank if request.HasField("rerank") else None,
             full=request.full,
         )
-        conn = deps.pool.get()
-        result = await hybrid.search(conn, deps.signals, params, deps.config)
+        result = await hybrid.search(deps.pool.get, deps.signals, params, deps.config)
         result["coverage"] = {"chats": coverage}
         return pb.SearchResponse(result=document(result))
 
@@ -67,7 +66,13 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
             kinds=["conversation"],
         )
         result = await conversations.search_conversations(
-            deps.pool.get(), deps.signals, request.question, flt, request.k or 10, request.since
+            deps.pool.get,
+            deps.signals,
+            request.question,
+            flt,
+            request.k or 10,
+            request.since,
+            deps.config,
         )
         result["coverage"] = {"chats": coverage}
         return pb.SearchConversationsResponse(result=document(result))

@@ -16,16 +16,24 @@ from typing import Any
 from chatseek_core.db import Connection
 
 __all__ = [
+    "COPY_WINDOW_S",
+    "ChannelCopy",
     "ChatInfo",
     "MessageRow",
     "UnitRow",
+    "channel_copies",
     "load_chats",
     "load_messages",
+    "load_messages_of",
     "load_units",
+    "post_units",
     "render_line",
 ]
 
 _CHUNK = 400
+# Telegram copies a channel post into the linked discussion group within seconds.
+COPY_WINDOW_S = 120
+_CHANNEL_MARK = -1_000_000_000_000
 _MEDIA_MARKERS = {
     "photo": "[photo]",
     "video": "[video]",
@@ -104,6 +112,17 @@ class MessageRow:
     content_hash: str
     comment_channel_id: int | None
     comment_post_id: int | None
+
+
+@dataclass(frozen=True)
+class ChannelCopy:
+    """A discussion group's automatic copy of a channel post."""
+
+    account: str
+    group_id: int
+    copy_msg_id: int
+    channel_id: int
+    post_msg_id: int
 
 
 def _chunks(seq: Sequence[Any]) -> Iterable[Sequence[Any]]:
@@ -210,6 +229,75 @@ def load_messages(
             row = _message(r)
             out[row.msg_id] = row
     return out
+
+
+def load_messages_of(
+    conn: Connection, wanted: dict[tuple[str, int], Iterable[int]]
+) -> dict[tuple[str, int], dict[int, MessageRow]]:
+    """Messages of several chats at once, one query per chat: ``(account, chat)`` → id → row."""
+    return {
+        key: load_messages(conn, key[0], key[1], sorted(set(ids))) for key, ids in wanted.items()
+    }
+
+
+def channel_copies(conn: Connection, units: Iterable[UnitRow]) -> dict[int, ChannelCopy]:
+    """The automatic copy of a channel post that each group unit holds, by unit id.
+
+    A copy is a forwarded message sent by a channel this account also stores, whose text is
+    a post of that channel sent at most ``COPY_WINDOW_S`` before it. Exports do not say which
+    group is a channel's discussion group, and a synced account may hold both chats, so the
+    copy is recognised by what it is. Posts without text are never matched. A unit holding
+    several copies is keyed by its first.
+    """
+    by_chat: dict[tuple[str, int], list[UnitRow]] = {}
+    for u in units:
+        if u.kind != "post":
+            by_chat.setdefault((u.account, u.chat_id), []).append(u)
+    out: dict[int, ChannelCopy] = {}
+    for (account, chat_id), group_units in by_chat.items():
+        ids = sorted({i for u in group_units for i in u.msg_ids})
+        found: dict[int, ChannelCopy] = {}
+        for chunk in _chunks(ids):
+            marks = ",".join("?" for _ in chunk)
+            for copy_id, channel_id, post_id in conn.execute(
+                "SELECT m.msg_id, p.chat_id, p.msg_id FROM ingest.messages m"
+                " JOIN ingest.chats c ON c.account = m.account"
+                f"  AND c.chat_id = {_CHANNEL_MARK} - m.sender_id AND c.type = 'channel'"
+                " JOIN ingest.messages p ON p.account = m.account AND p.chat_id = c.chat_id"
+                "  AND p.date BETWEEN m.date - ? AND m.date AND p.norm_text = m.norm_text"
+                " WHERE m.account = ? AND m.chat_id = ? AND m.fwd_from IS NOT NULL"
+                f"  AND m.norm_text <> '' AND m.sender_id > 0 AND m.msg_id IN ({marks})"
+                " ORDER BY m.msg_id, p.date DESC",
+                (COPY_WINDOW_S, account, chat_id, *chunk),
+            ):
+                found.setdefault(
+                    int(copy_id),
+                    ChannelCopy(account, chat_id, int(copy_id), int(channel_id), int(post_id)),
+                )
+        for u in group_units:
+            copy = next((found[i] for i in u.msg_ids if i in found), None)
+            if copy is not None:
+                out[u.unit_id] = copy
+    return out
+
+
+def post_units(
+    conn: Connection, posts: Iterable[tuple[str, int, int]]
+) -> dict[tuple[str, int, int], UnitRow]:
+    """The post unit holding each ``(account, channel_id, post_msg_id)`` (its first part)."""
+    found: dict[tuple[str, int, int], int] = {}
+    for account, channel_id, post_id in set(posts):
+        row = conn.execute(
+            "SELECT u.unit_id FROM unitize.unit_members um"
+            " JOIN unitize.units u ON u.unit_id = um.unit_id"
+            " WHERE um.account = ? AND um.chat_id = ? AND um.msg_id = ? AND u.kind = 'post'"
+            "  AND u.chat_id = um.chat_id ORDER BY u.key LIMIT 1",
+            (account, channel_id, post_id),
+        ).fetchone()
+        if row is not None:
+            found[(account, channel_id, post_id)] = int(row[0])
+    units = load_units(conn, sorted(set(found.values())))
+    return {key: units[unit_id] for key, unit_id in found.items() if unit_id in units}
 
 
 def query_messages(conn: Connection, where: str, params: Sequence[Any]) -> list[MessageRow]:

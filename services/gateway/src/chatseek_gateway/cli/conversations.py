@@ -162,8 +162,11 @@ def _search(args: argparse.Namespace) -> int:
             f"{r['rank']:>2}. {title} #{c['conversation_id']} {c['start']} .. {c['end']} "
             f"({c['message_count']} msgs, by {'+'.join(r.get('by', []))})"
         )
-        print(f"    {_preview(r.get('chunk', {}).get('text', ''))}")
-        print(f"    {r.get('link') or ''}")
+        for chunk in r.get("evidence", []):
+            print(
+                f"    #{chunk['first_msg_id']}..#{chunk['last_msg_id']}: {_preview(chunk['text'])}"
+            )
+        print(f"    {r.get('link') or ''}   read all: {r.get('read', {}).get('command', '')}")
     for w in doc.get("warnings", []):
         print(f"warning: {w.get('message', '')} ({w.get('code', '')})", file=sys.stderr)
     if not doc.get("results"):

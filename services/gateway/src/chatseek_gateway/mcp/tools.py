@@ -625,8 +625,10 @@ class ChatseekTools:
         """Find reconstructed conversations (reply-graph discussions) that answer a question.
 
         Each result names its conversation (chat, conversation_id, first/last message, dates,
-        participants), the best matching chunk, a link and `by` (words, meaning). Conversation
-        ids change when a chat is rebuilt: re-list rather than keep them.
+        size, participants), its evidence (the best matching chunks, whole, with their message
+        ids), a link and `by` (words, meaning); read the whole conversation with
+        conversations_show. Conversation ids change when a chat is rebuilt: re-list rather
+        than keep them.
         """
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
