@@ -20,14 +20,14 @@ def test_a_missing_file_means_every_default(tmp_path: Path) -> None:
     search = load(tmp_path / "absent.toml").search
     assert search == SearchConfig()
     assert search.fusion == "convex"
-    assert (search.words_weight, search.meaning_weight, search.messages_weight) == (0.5, 0.5, 0.1)
+    assert (search.words_weight, search.meaning_weight, search.messages_weight) == (0.6, 0.4, 0.0)
 
 
 @pytest.mark.parametrize("rule", FUSION_RULES)
 def test_each_fusion_rule_can_be_chosen(tmp_path: Path, rule: str) -> None:
-    path = _write(tmp_path, f'[search]\nfusion = "{rule}"\nmeaning_weight = 0.3\n')
+    path = _write(tmp_path, f'[search]\nfusion = "{rule}"\nmeaning_weight = 0.6\n')
     search = load(path).search
-    assert (search.fusion, search.meaning_weight) == (rule, 0.3)
+    assert (search.fusion, search.meaning_weight) == (rule, 0.6)
 
 
 def test_an_unknown_fusion_rule_is_named_with_the_choices(tmp_path: Path) -> None:

@@ -35,9 +35,9 @@ reaction_weight = 0.05      # w in w * log1p(r) / (1 + log1p(r))
 dedup_overlap = 0.5         # drop a hit when this share of its messages is in a better hit
 snippet_chars = 600         # snippet length around the anchor message
 fusion = "convex"           # "convex": weighted sum of min-max scaled scores; "rrf": weighted RRF
-words_weight = 0.5          # weight of the BM25 unit list in fusion
-messages_weight = 0.1       # weight of the BM25 message list (it also picks the anchor)
-meaning_weight = 0.5        # weight of the dense list (eval/FUSION.md says how they were chosen)
+words_weight = 0.6          # weight of the BM25 unit list in fusion
+messages_weight = 0.0       # weight of the BM25 message list (it always picks the anchor)
+meaning_weight = 0.4        # weight of the dense list (eval/FUSION.md says how they were chosen)
 auto_sync_after_min = 60    # the MCP search tool refreshes an index older than this
 auto_sync_budget_s = 20     # ... with a sync capped at this many seconds
 
@@ -65,9 +65,9 @@ class SearchConfig:
     dedup_overlap: float = 0.5
     snippet_chars: int = 600
     fusion: str = "convex"
-    words_weight: float = 0.5
-    messages_weight: float = 0.1
-    meaning_weight: float = 0.5
+    words_weight: float = 0.6
+    messages_weight: float = 0.0
+    meaning_weight: float = 0.4
     auto_sync_after_min: float = 60.0
     auto_sync_budget_s: float = 20.0
 
