@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -32,6 +33,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from chatseek_core.stopwords import content_words
+from chatseek_core.text import stem, words
 from eval.run import DEFAULT_MODEL, EVAL_DATA, Stack, _import_all, _load_tool
 
 DEPTH = 100
@@ -148,12 +151,19 @@ def rrf_rule(weights: dict[str, float], k: int = 60) -> Rule:
     return fuse
 
 
-def _scaled(ranked: list[tuple[int, float]], top: int) -> dict[int, float]:
+def _scaled(ranked: list[tuple[int, float]], top: int, how: str = "minmax") -> dict[int, float]:
+    """A list's top scores scaled: ``minmax`` to [0, 1], ``max`` as score / best (a floor of
+    0, the theoretical minimum of BM25 and near that of a cosine), ``z`` as z-scores."""
     head = ranked[:top]
     if not head:
         return {}
     values = [s for _, s in head]
-    low, high = min(values), max(values)
+    if how == "z":
+        mean = statistics.fmean(values)
+        spread = statistics.pstdev(values) or 1.0
+        return {u: (s - mean) / spread for u, s in head}
+    low = 0.0 if how == "max" else min(values)
+    high = max(values)
     span = high - low
     return {u: (s - low) / span if span > 0 else 1.0 for u, s in head}
 
@@ -167,21 +177,43 @@ def _script(text: str) -> str:
 
 
 def convex_rule(
-    alpha: float, beta: float = 0.0, alpha_cross: float | None = None, top: int = 100
+    alpha: float,
+    beta: float = 0.0,
+    alpha_cross: float | None = None,
+    top: int = 100,
+    scale: str = "minmax",
+    coverage: float = 0.0,
+    weak_words: tuple[float, float] | None = None,
 ) -> Rule:
-    """α·words + (1 − α)·meaning + β·messages over min-max scaled top-``top`` scores; with
-    ``alpha_cross``, α becomes that when the question's script differs from its chat's."""
+    """α·words + (1 − α)·meaning + β·messages over scaled top-``top`` scores.
+
+    Query-aware variants: with ``alpha_cross``, α becomes that when the question's script
+    differs from its chat's; ``coverage`` adds that weight × the share of the question's content
+    stems a unit holds; ``weak_words = (share, α_weak)`` sets α to α_weak when the best of the
+    top three word units holds less than ``share`` of those stems (words barely matched)."""
 
     def fuse(lists: Lists, context: dict[str, Any]) -> list[int]:
         a = alpha
         if alpha_cross is not None and context.get("cross_script"):
             a = alpha_cross
-        words = _scaled(lists.get("words", []), top)
-        meaning = _scaled(lists.get("meaning", []), top)
-        messages = _scaled(lists.get("messages", []), top)
+        share = context.get("share", lambda _u: 0.0)
+        if weak_words is not None:
+            top3 = [u for u, _ in lists.get("words", [])[:3]]
+            if max((share(u) for u in top3), default=0.0) < weak_words[0]:
+                a = weak_words[1]
+        words = _scaled(lists.get("words", []), top, scale)
+        meaning = _scaled(lists.get("meaning", []), top, scale)
+        messages = _scaled(lists.get("messages", []), top, scale)
         pool = set(words) | set(meaning) | (set(messages) if beta > 0 else set())
+        floor = {
+            n: min(v.values(), default=0.0) if scale == "z" else 0.0
+            for n, v in (("w", words), ("m", meaning), ("s", messages))
+        }
         scores = {
-            u: a * words.get(u, 0.0) + (1 - a) * meaning.get(u, 0.0) + beta * messages.get(u, 0.0)
+            u: a * words.get(u, floor["w"])
+            + (1 - a) * meaning.get(u, floor["m"])
+            + beta * messages.get(u, floor["s"])
+            + (coverage * share(u) if coverage else 0.0)
             for u in pool
         }
         return sorted(scores, key=lambda u: (-scores[u], u))
@@ -205,7 +237,25 @@ def rules() -> dict[str, Rule]:
         for cross in (0.0, 0.1, 0.2):
             if cross < alpha:
                 out[f"convex a {alpha} cross {cross}"] = convex_rule(alpha, alpha_cross=cross)
+        if alpha >= 0.5:
+            for how in ("max", "z"):
+                out[f"convex a {alpha} scale {how}"] = convex_rule(alpha, scale=how)
+            for bonus in (0.2, 0.5):
+                out[f"convex a {alpha} coverage {bonus}"] = convex_rule(alpha, coverage=bonus)
+            out[f"convex a {alpha} weak words 0.34 -> 0.2"] = convex_rule(
+                alpha, weak_words=(0.34, 0.2)
+            )
     return out
+
+
+def shippable(name: str) -> bool:
+    """Whether hybrid search implements the rule (``[search]`` of the config file): weighted
+    RRF and the plain convex combination, with or without the message list. The query-aware
+    and rescaled variants are replayed and cross-validated apart, for comparison."""
+    return name.startswith("rrf") or (
+        name.startswith("convex")
+        and not any(tag in name for tag in ("cross", "scale", "coverage", "weak"))
+    )
 
 
 # --- scoring and cross-validation ---
@@ -220,12 +270,23 @@ class Question:
 
 
 def _context(item: dict[str, Any], units: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """What a query-aware rule may look at: the question's script against its chat's."""
+    """What a query-aware rule may look at: the question's script against its chat's, and the
+    share of the question's content stems (function words left out) each unit holds."""
     question = _script(item["q"]["question"])
     top = [u for u, _ in item["lists"]["meaning"][:SCRIPT_SAMPLE] if u in units]
     scripts = [_script(units[u]["text"]) for u in top]
     chat = max(set(scripts), key=scripts.count) if scripts else ""
-    return {"cross_script": bool(question and chat and question != chat)}
+    asked = {stem(w) for w in content_words(words(item["q"]["question"]))}
+    held: dict[int, float] = {}
+
+    def share(unit_id: int) -> float:
+        if unit_id not in held:
+            unit = units.get(unit_id)
+            found = {stem(w) for w in words(unit["text"])} if unit else set()
+            held[unit_id] = len(asked & found) / len(asked) if asked else 0.0
+        return held[unit_id]
+
+    return {"cross_script": bool(question and chat and question != chat), "share": share}
 
 
 def _folds(datasets: dict[str, dict[str, Any]]) -> list[Question]:
@@ -329,20 +390,32 @@ def main(argv: list[str] | None = None) -> int:
                 out[q.dataset].append(rows[name][i])
         return out
 
-    chosen: dict[int, str] = {}
-    held_out: list[dict[str, Any]] = [{} for _ in questions]
-    for fold in range(FOLDS):
-        train = lambda i, f=fold: questions[i].fold != f  # noqa: E731
-        best = max(table, key=lambda n: _objective(by_dataset(n, train)))
-        chosen[fold] = best
-        for i, q in enumerate(questions):
-            if q.fold == fold:
-                held_out[i] = rows[best][i]
-    report: dict[str, Any] = {"chosen_per_fold": chosen, "rules": {}, "cross_validated": {}}
-    for dataset in names:
-        report["cross_validated"][dataset] = _summary(
-            tool, (held_out[i] for i, q in enumerate(questions) if q.dataset == dataset)
-        )
+    def cross_validate(candidates: list[str]) -> tuple[dict[int, str], dict[str, Any]]:
+        chosen: dict[int, str] = {}
+        held_out: list[dict[str, Any]] = [{} for _ in questions]
+        for fold in range(FOLDS):
+            train = lambda i, f=fold: questions[i].fold != f  # noqa: E731
+            best = max(candidates, key=lambda n: _objective(by_dataset(n, train)))
+            chosen[fold] = best
+            for i, q in enumerate(questions):
+                if q.fold == fold:
+                    held_out[i] = rows[best][i]
+        summaries = {
+            dataset: _summary(
+                tool, (held_out[i] for i, q in enumerate(questions) if q.dataset == dataset)
+            )
+            for dataset in names
+        }
+        return chosen, summaries
+
+    chosen, shipped = cross_validate([n for n in table if shippable(n)])
+    explored_choice, explored = cross_validate(list(table))
+    report: dict[str, Any] = {
+        "chosen_per_fold": chosen,
+        "rules": {},
+        "cross_validated": shipped,
+        "explored": {"chosen_per_fold": explored_choice, "cross_validated": explored},
+    }
     everything = lambda i: True  # noqa: E731
     for name in table:
         report["rules"][name] = {
@@ -355,13 +428,17 @@ def main(argv: list[str] | None = None) -> int:
             f"  {entry[d]['recall']:.3f}/{entry[d]['rr']:.3f}/{entry[d]['ndcg']:.3f}" for d in names
         )
         print(f"{name:<44}{cells}   obj {entry['objective']:.4f}")
-    print("\nchosen per fold:", json.dumps(chosen, ensure_ascii=False))
-    for dataset, summary in report["cross_validated"].items():
-        for category, agg in summary.items():
-            print(
-                f"CV {dataset:<7} {category:<22} n {agg['n']:>4}  R@10 {agg['recall']:.3f}"
-                f"  MRR {agg['rr']:.3f}  nDCG {agg['ndcg']:.3f}  R@2k {agg['recall_2k']:.3f}"
-            )
+    for title, choice, summaries in (
+        ("shippable rules", chosen, shipped),
+        ("every rule, query-aware ones too", explored_choice, explored),
+    ):
+        print(f"\n{title}: chosen per fold:", json.dumps(choice, ensure_ascii=False))
+        for dataset, summary in summaries.items():
+            for category, agg in summary.items():
+                print(
+                    f"CV {dataset:<7} {category:<22} n {agg['n']:>4}  R@10 {agg['recall']:.3f}"
+                    f"  MRR {agg['rr']:.3f}  nDCG {agg['ndcg']:.3f}  R@2k {agg['recall_2k']:.3f}"
+                )
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False))
     return 0
