@@ -13,6 +13,7 @@ import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from chatseek_core.settings import SERVICES
+from chatseek_gateway.cli.common import EXIT_CODES
 from tests.stack_helpers import alive, cli, cli_json, settle, stack_env
 
 EXPORT = Path(__file__).resolve().parents[1] / "services/ingest/tests/fixtures/exports/account"
@@ -86,6 +87,18 @@ def test_a_command_that_finds_no_gateway_starts_the_stack_and_says_so(
     proc = cli(stack, "status", "--json")
     assert "starting the local stack" in proc.stderr
     assert "gateway" in proc.stdout
+
+
+def test_a_command_whose_stack_cannot_start_says_which_service_and_where_to_look(
+    stack: dict[str, str],
+) -> None:
+    # The services refuse a malformed fault-injection variable at start; the CLI never reads it.
+    env = dict(stack, CHATSEEK_FAULT_KILL_AT="not-a-kill-point")
+    proc = cli(env, "status", check=False)
+    assert proc.returncode == EXIT_CODES["UNAVAILABLE"]
+    assert "starting the local stack" in proc.stderr
+    assert "(UNAVAILABLE)" in proc.stderr
+    assert "chatseek stack logs SERVICE" in proc.stderr
 
 
 def test_a_stopped_stack_leaves_every_database_checkpointed_and_no_write_ahead_log(

@@ -3,7 +3,8 @@
 Each command module registers its subcommands on the shared parser. Output goes to stdout (human
 text by default, ``--json`` for a whole document, ``--jsonl`` to stream items); diagnostics go to
 stderr. Expected failures print ``error: … (REASON)`` and a hint, with an exit code per reason.
-Heavy packages are never imported here: the CLI must start fast.
+Heavy packages are never imported here nor at the top of a command module: ``--help`` loads no
+gRPC, and a command loads what it uses when it runs.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from chatseek_core.errors import ChatseekError
 from chatseek_core.version import VERSION
 from chatseek_gateway.cli import (
     archive,
@@ -52,12 +52,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code = args.handler(args)
-    except ChatseekError as exc:
-        print_error(exc, getattr(args, "json", False))
-        return exit_code_for(exc)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # A ChatseekError can only have been raised once its module was imported.
+        errors = sys.modules.get("chatseek_core.errors")
+        if errors is None or not isinstance(exc, errors.ChatseekError):
+            raise
+        print_error(exc, getattr(args, "json", False))
+        return exit_code_for(exc)
     return int(code or 0)
 
 
