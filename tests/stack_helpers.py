@@ -90,6 +90,23 @@ def cli_modules(
     )
 
 
+def closed_reader(env: dict[str, str] | None, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with stdout on a pipe whose reader has already gone (``| head`` done)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "chatseek_gateway.cli", *args],
+            env=env,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=CLI_TIMEOUT_S,
+        )
+    finally:
+        os.close(write_end)
+
+
 def cli_json(env: dict[str, str], *args: str) -> Any:
     """Run the CLI and parse its stdout as JSON."""
     return json.loads(cli(env, *args).stdout)
