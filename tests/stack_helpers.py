@@ -57,6 +57,56 @@ def cli(env: dict[str, str], *args: str, check: bool = True) -> subprocess.Compl
     return proc
 
 
+# Runs the CLI in-process, then writes which modules it had loaded on stderr, after its own
+# output, whatever the exit.
+_LOADED = """
+import json, sys
+from chatseek_gateway.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+sys.stderr.write("\\nLOADED " + json.dumps(sorted(sys.modules)) + "\\n")
+raise SystemExit(code)
+"""
+
+
+def cli_modules(
+    env: dict[str, str] | None, *args: str
+) -> tuple[set[str], subprocess.CompletedProcess[str]]:
+    """Run the CLI in a fresh interpreter; the modules it loaded, and the process."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOADED, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+    )
+    before, sep, loaded = proc.stderr.rpartition("\nLOADED ")
+    if not sep:
+        raise AssertionError(f"the CLI did not get to report its modules:\n{proc.stderr}")
+    return set(json.loads(loaded)), subprocess.CompletedProcess(
+        proc.args, proc.returncode, proc.stdout, before
+    )
+
+
+def closed_reader(env: dict[str, str] | None, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with stdout on a pipe whose reader has already gone (``| head`` done)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "chatseek_gateway.cli", *args],
+            env=env,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=CLI_TIMEOUT_S,
+        )
+    finally:
+        os.close(write_end)
+
+
 def cli_json(env: dict[str, str], *args: str) -> Any:
     """Run the CLI and parse its stdout as JSON."""
     return json.loads(cli(env, *args).stdout)

@@ -13,7 +13,10 @@ import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from chatseek_core.settings import SERVICES
-from tests.stack_helpers import alive, cli, cli_json, stack_env
+from chatseek_gateway.cli.common import EXIT_CODES
+from tests.stack_helpers import alive, cli, cli_json, settle, stack_env
+
+EXPORT = Path(__file__).resolve().parents[1] / "services/ingest/tests/fixtures/exports/account"
 
 
 @pytest.fixture
@@ -84,3 +87,38 @@ def test_a_command_that_finds_no_gateway_starts_the_stack_and_says_so(
     proc = cli(stack, "status", "--json")
     assert "starting the local stack" in proc.stderr
     assert "gateway" in proc.stdout
+
+
+def test_a_command_whose_stack_cannot_start_says_which_service_and_where_to_look(
+    stack: dict[str, str],
+) -> None:
+    # The services refuse a malformed fault-injection variable at start; the CLI never reads it.
+    env = dict(stack, CHATSEEK_FAULT_KILL_AT="not-a-kill-point")
+    proc = cli(env, "status", check=False)
+    assert proc.returncode == EXIT_CODES["UNAVAILABLE"]
+    assert "starting the local stack" in proc.stderr
+    assert "(UNAVAILABLE)" in proc.stderr
+    assert "chatseek stack logs SERVICE" in proc.stderr
+
+
+def test_a_stopped_stack_leaves_every_database_checkpointed_and_no_write_ahead_log(
+    stack: dict[str, str],
+) -> None:
+    cli(stack, "stack", "up")
+    cli(stack, "import", str(EXPORT))
+    settle(stack)
+    data = Path(stack["CHATSEEK_HOME"]) / "data"
+    written = {p.name: p.stat().st_size for p in data.glob("*.db-wal")}
+    assert written, "the import wrote no WAL: nothing was tested"
+
+    pids = [s["pid"] for s in cli_json(stack, "stack", "status", "--json")["services"]]
+    cli(stack, "stack", "down")
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in pids)
+
+    for owner in ("ingest", "unitize", "lexical", "vector"):
+        assert (data / f"{owner}.db").stat().st_size > 0
+        wal = data / f"{owner}.db-wal"
+        assert not wal.exists() or wal.stat().st_size == 0, f"{wal.name}: {wal.stat().st_size} B"

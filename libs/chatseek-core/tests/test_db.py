@@ -143,3 +143,45 @@ def test_a_producer_counts_as_attached_only_once_its_feed_exists(tmp_path: Path)
     finally:
         pool.close()
         producer.close()
+
+
+def _fill(pool: db.ThreadConnections, rows: int) -> None:
+    conn = pool.get()
+    conn.execute("CREATE TABLE t (x TEXT)")
+    with db.transaction(conn):
+        conn.executemany("INSERT INTO t VALUES (?)", [("x" * 200,) for _ in range(rows)])
+
+
+def test_an_owner_pool_closing_beside_a_reader_truncates_its_write_ahead_log(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "owner.db"
+    pool = db.ThreadConnections(path)
+    _fill(pool, 5000)
+    wal = tmp_path / "owner.db-wal"
+    reader = db.connect(path, readonly=True)  # another service's ATTACH, still open
+    assert reader.execute("SELECT count(*) FROM t").fetchone()[0] == 5000
+    assert wal.stat().st_size > 0
+
+    pool.close()
+
+    assert wal.stat().st_size == 0
+    assert reader.execute("SELECT count(*) FROM t").fetchone()[0] == 5000
+    reader.close()
+
+
+def test_a_checkpoint_a_reader_keeps_busy_says_so_and_loses_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "owner.db"
+    pool = db.ThreadConnections(path)
+    _fill(pool, 100)
+    reader = db.connect(path, readonly=True)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM t").fetchone()
+
+    assert db.checkpoint(pool.get(), busy_timeout_ms=0) is False
+
+    reader.execute("COMMIT")
+    reader.close()
+    pool.close()
+    again = db.connect(path)
+    assert again.execute("SELECT count(*) FROM t").fetchone()[0] == 100

@@ -21,12 +21,19 @@ from chatseek_core.testing import serving
 class _Failing(fusion_service_pb2_grpc.FusionServiceServicer):
     def __init__(self, exc: Exception) -> None:
         self.exc = exc
+        self.calls = 0
 
     async def Thread(self, request: pb.ThreadRequest, context: Any) -> pb.ThreadResponse:
+        self.calls += 1
         raise self.exc
 
 
-async def _call_with(exc: Exception) -> Exception:
+async def _call_with(exc: Exception, *, idempotent: bool = False) -> Exception:
+    return (await _calls_with(exc, idempotent=idempotent))[0]
+
+
+async def _calls_with(exc: Exception, *, idempotent: bool) -> tuple[Exception, int]:
+    """The error a client got for ``exc`` and how many calls the server saw."""
     servicer = _Failing(exc)
 
     def register(server: Any) -> list[str]:
@@ -38,9 +45,11 @@ async def _call_with(exc: Exception) -> Exception:
         channel = aio_channel(addr)
         stub = fusion_service_pb2_grpc.FusionServiceStub(channel)
         try:
-            await call(stub.Thread, pb.ThreadRequest(chat="x", msg_id=1), timeout=5)
+            await call(
+                stub.Thread, pb.ThreadRequest(chat="x", msg_id=1), timeout=5, idempotent=idempotent
+            )
         except Exception as got:
-            return got
+            return got, servicer.calls
         finally:
             await channel.close()
     raise AssertionError("the call did not fail")
@@ -84,6 +93,21 @@ async def test_an_unknown_reason_decodes_to_the_base_class_of_its_code() -> None
     got = await _call_with(Novel("new kind of missing"))
     assert isinstance(got, errors.NotFound)
     assert got.reason in ("SOMETHING_NEW", "NOT_FOUND")
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        errors.ModelUnavailable("no reranker: none configured", metadata={"configured": "false"}),
+        errors.Unavailable("fusion is unreachable"),
+    ],
+)
+async def test_an_unavailable_a_server_answered_is_not_asked_again(
+    exc: errors.ChatseekError,
+) -> None:
+    got, calls = await _calls_with(exc, idempotent=True)
+    assert type(got) is type(exc)
+    assert calls == 1
 
 
 async def test_an_unreachable_peer_is_unavailable() -> None:

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from chatseek_core.probe import check
+from chatseek_gateway.cli import BROKEN_PIPE_EXIT
 from chatseek_gateway.cli.common import EXIT_CODES
-from tests.stack_helpers import cli, cli_json, stack_env
+from tests.stack_helpers import cli, cli_json, cli_modules, closed_reader, stack_env
 
 EXPORT = (
     Path(__file__).resolve().parents[2] / "ingest" / "tests" / "fixtures" / "exports" / "account"
@@ -102,3 +103,22 @@ def test_sources_ls_json_lists_the_import_source_of_an_imported_export(
     assert imported["kind"] == "import"
     assert {c["title"] for c in imported["chats"]} >= {"Valencia Expats", "Bob Builder"}
     assert sum(c["message_count"] for c in imported["chats"]) > 0
+
+
+def test_a_call_to_a_running_gateway_goes_straight_to_it_without_a_health_probe(
+    stack: dict[str, str],
+) -> None:
+    modules, proc = cli_modules(stack, "sources", "ls", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "sources" in json.loads(proc.stdout)
+    assert "chatseek_core.probe" not in modules
+    assert "grpc_health.v1.health_pb2" not in modules
+    assert "rich" not in modules
+    assert "starting the local stack" not in proc.stderr
+
+
+def test_a_listing_whose_reader_goes_away_ends_quietly(stack: dict[str, str]) -> None:
+    cli(stack, "import", str(EXPORT), "--json")
+    proc = closed_reader(stack, "sources", "ls")
+    assert proc.stderr == ""
+    assert proc.returncode == BROKEN_PIPE_EXIT

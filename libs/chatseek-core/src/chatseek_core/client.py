@@ -1,8 +1,11 @@
 """How one chatseek process calls another: channels, deadlines, retries and error decoding.
 
 Every call has a deadline (its own timeout capped by the caller's, see ``deadline``). Only
-idempotent reads retry, and only on UNAVAILABLE. A failed call is decoded from its
-``google.rpc.Status``/``ErrorInfo`` back into the ``ChatseekError`` subclass the server raised.
+idempotent reads retry, and only on an UNAVAILABLE that no server sent (the peer could not be
+reached: down or restarting). An UNAVAILABLE a server answered with its own reason (no reranker
+configured, a model that failed to load) is its answer and is not asked again. A failed call is
+decoded from its ``google.rpc.Status``/``ErrorInfo`` back into the ``ChatseekError`` subclass the
+server raised.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ __all__ = [
     "aio_channel",
     "call",
     "decode_error",
+    "retryable",
     "stream",
     "sync_call",
     "sync_channel",
@@ -122,6 +126,24 @@ def decode_error(err: grpc.RpcError, peer: str = "") -> ChatseekError:
     )
 
 
+def retryable(err: grpc.RpcError) -> bool:
+    """Whether ``err`` is an UNAVAILABLE that no server sent: the peer was not reached.
+
+    A server's own UNAVAILABLE carries an ``ErrorInfo``; asking again a few hundred milliseconds
+    later gets the same answer (and spent 0.6 s per hybrid search on "no reranker").
+    """
+    code = err.code() if hasattr(err, "code") else None
+    if code != grpc.StatusCode.UNAVAILABLE:
+        return False
+    try:
+        status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    except (ValueError, AttributeError, TypeError):
+        return True
+    if status is None:
+        return True
+    return not any(d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR) for d in status.details)
+
+
 async def call(
     method: Callable[..., Any],
     request: Any,
@@ -143,7 +165,7 @@ async def call(
             decoded = decode_error(err, peer)
             retry = (
                 idempotent
-                and err.code() == grpc.StatusCode.UNAVAILABLE
+                and retryable(err)
                 and attempt + 1 < attempts
                 and (deadline.remaining() or 1.0) > RETRY_BACKOFF_S
             )
@@ -183,8 +205,7 @@ def sync_call(
             return method(request, timeout=timeout)
         except grpc.RpcError as err:
             decoded = decode_error(err, peer)
-            code = err.code() if hasattr(err, "code") else None
-            if not (idempotent and code == grpc.StatusCode.UNAVAILABLE and attempt + 1 < attempts):
+            if not (idempotent and retryable(err) and attempt + 1 < attempts):
                 raise decoded from None
             time.sleep(RETRY_BACKOFF_S * (attempt + 1))
     raise AssertionError("unreachable")

@@ -8,6 +8,9 @@ Invariants:
 * Each owner database has one named, append-only list of migrations recorded in ``_migrations``;
   a file migrated by newer code is refused with ``SchemaTooNew``, never downgraded.
 * Other services' files are attached read-only (``mode=ro``) and never written.
+* An owner's pool checkpoints its file into the database (``TRUNCATE``) when it closes: readers
+  in other processes keep the last connection from deleting the WAL, so a stopped stack would
+  otherwise leave every WAL at its high-water mark beside the file.
 
 Fault injection (tests only, off by default): ``CHATSEEK_FAULT_KILL_AT="<owner>:<n>[:after]"``,
 read once at import, makes the process SIGKILL itself just before (or, with ``:after``, just
@@ -44,6 +47,7 @@ __all__ = [
     "ThreadConnections",
     "attach_readonly",
     "check_extensions",
+    "checkpoint",
     "connect",
     "migrate",
     "schema_version",
@@ -57,6 +61,8 @@ log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 5000
 CACHE_SIZE_KIB = 64 * 1024
 MMAP_SIZE_BYTES = 256 * 1024 * 1024
+# How long a closing owner waits for readers in other processes to leave the WAL.
+CHECKPOINT_BUSY_TIMEOUT_MS = 2000
 FAULT_KILL_ENV = "CHATSEEK_FAULT_KILL_AT"
 
 if TYPE_CHECKING:
@@ -154,6 +160,21 @@ def _load_vec(conn: Connection) -> None:
     finally:
         with contextlib.suppress(AttributeError, sqlean.OperationalError):
             conn.enable_load_extension(False)
+
+
+def checkpoint(conn: Connection, busy_timeout_ms: int = CHECKPOINT_BUSY_TIMEOUT_MS) -> bool:
+    """Copy the WAL of ``conn``'s main file into it and truncate the WAL to zero bytes.
+
+    Waits up to ``busy_timeout_ms`` for readers still inside a transaction, then gives up
+    (nothing is lost: the WAL stays and the next open checkpoints it). The connection's busy
+    timeout is left at ``busy_timeout_ms``; it is meant for a connection about to close.
+
+    Returns:
+        True when the WAL was checkpointed and truncated; False when a reader kept it busy.
+    """
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    busy, _, _ = conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)").fetchone()
+    return not busy
 
 
 def check_extensions() -> str:
@@ -452,9 +473,23 @@ class ThreadConnections:
         return found is not None
 
     def close(self) -> None:
-        """Close every connection this pool opened."""
+        """Close every connection this pool opened; a writable file is checkpointed first.
+
+        Blocking (the checkpoint writes the WAL's pages into the file): call it off the loop.
+        """
         with self._lock:
+            if self._all and not self._readonly and str(self._path) != ":memory:":
+                self._checkpoint(self._all[0])
             for conn in self._all:
                 with contextlib.suppress(Exception):
                     conn.close()
             self._all.clear()
+
+    def _checkpoint(self, conn: Connection) -> None:
+        try:
+            done = checkpoint(conn)
+        except sqlean.Error as exc:
+            log.warning("no checkpoint of %s on close: %s", self._path, exc)
+            return
+        if not done:
+            log.warning("no checkpoint of %s on close: readers kept its WAL busy", self._path)

@@ -8,6 +8,7 @@ import grpc
 
 from chatseek.lexical.v1 import lexical_service_pb2_grpc
 from chatseek_core import db
+from chatseek_core.aio import to_thread
 from chatseek_core.consumer import FeedLoop
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
@@ -62,7 +63,7 @@ def create_server(settings: Settings, deps: Deps) -> Running:
     handle = build_server(service=OWNER, listen=settings.listen, register=register)
 
     async def close() -> None:
-        deps.pool.close()
+        await to_thread(deps.pool.close)  # checkpoints the WAL: blocking
 
     return Running(handle=handle, background=[deps.loop.run], on_stop=close)
 

@@ -10,6 +10,7 @@ import grpc
 from chatseek.embed.v1 import embed_service_pb2_grpc
 from chatseek.vector.v1 import vector_service_pb2_grpc
 from chatseek_core import db
+from chatseek_core.aio import to_thread
 from chatseek_core.client import aio_channel
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
@@ -54,7 +55,7 @@ def create_server(settings: Settings, deps: Deps) -> Running:
     handle = build_server(service=OWNER, listen=settings.listen, register=register)
 
     async def close() -> None:
-        deps.pool.close()
+        await to_thread(deps.pool.close)  # checkpoints the WAL: blocking
         await deps.channel.close()
 
     return Running(handle=handle, background=[deps.worker.run], on_stop=close)

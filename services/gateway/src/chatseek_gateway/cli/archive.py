@@ -10,19 +10,12 @@ password (never echoed). Put ``--`` before a negative chat id given as a positio
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from chatseek_core.errors import (
-    ConfirmationRequired,
-    InvalidArgument,
-    NotAuthorized,
-)
-from chatseek_gateway.cli.common import LONG_TIMEOUT_S, call, emit, gateway, run_operation
+from chatseek_gateway.cli.common import call, emit, operation, run_operation
 
 __all__ = ["register"]
 
@@ -170,6 +163,8 @@ def _register_telegram(sub: Any) -> None:
 
 def _locate(path: Path) -> tuple[Path, Path]:
     """The export folder and its JSON file."""
+    from chatseek_core.errors import InvalidArgument
+
     if path.is_dir():
         for name in JSON_NAMES:
             if (path / name).is_file():
@@ -219,9 +214,8 @@ def _requests(args: argparse.Namespace, folder: Path, json_file: Path) -> Iterat
 
 def _import(args: argparse.Namespace) -> int:
     folder, json_file = _locate(args.path)
-    stub = gateway()
     report = run_operation(
-        stub.Import(_requests(args, folder, json_file), timeout=24 * 3600.0), as_json=args.json
+        operation("Import", lambda: _requests(args, folder, json_file)), as_json=args.json
     )
     if args.json:
         emit(report, as_json=True)
@@ -283,6 +277,8 @@ def _tags(args: argparse.Namespace) -> int:
 
 def _ask(prompt: str) -> str:
     """Read one answer from stdin, the prompt on stderr (stdout stays for results)."""
+    from chatseek_core.errors import InvalidArgument
+
     sys.stderr.write(prompt)
     sys.stderr.flush()
     line = sys.stdin.readline()
@@ -292,6 +288,10 @@ def _ask(prompt: str) -> str:
 
 
 def _password() -> str:
+    import getpass
+
+    from chatseek_core.errors import InvalidArgument
+
     try:
         return getpass.getpass("Two-step verification password: ")
     except EOFError:
@@ -303,6 +303,7 @@ def _password() -> str:
 
 def _auth(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek_core.errors import InvalidArgument, NotAuthorized
 
     phone = args.phone or _ask("Phone number (international format, e.g. +34600000000): ")
     started = call(
@@ -371,6 +372,8 @@ def _dialogs(args: argparse.Namespace) -> int:
 def _when(unix: Any) -> str:
     if not unix:
         return "never"
+    from datetime import UTC, datetime
+
     return datetime.fromtimestamp(int(unix), UTC).strftime("%Y-%m-%d %H:%M")
 
 
@@ -469,6 +472,7 @@ def _confirm(question: str) -> bool:
 
 def _sources_prune(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek_core.errors import ConfirmationRequired
     from chatseek_core.proto_json import from_document
 
     def prune(dry_run: bool) -> dict[str, Any]:
@@ -530,7 +534,7 @@ def _sync(args: argparse.Namespace) -> int:
     request = pb.SyncRequest(
         budget_s=args.budget or 0.0, account=args.account, chats=args.chat, takeout=args.takeout
     )
-    report = run_operation(gateway().Sync(request, timeout=LONG_TIMEOUT_S), as_json=args.json)
+    report = run_operation(operation("Sync", request), as_json=args.json)
     if args.json:
         emit(report, as_json=True)
         return 0
@@ -558,7 +562,7 @@ def _extract(args: argparse.Namespace) -> int:
     request = pb.ExtractRequest(
         budget_s=args.budget or 0.0, retry_failed=args.retry_failed, account=args.account
     )
-    report = run_operation(gateway().Extract(request, timeout=LONG_TIMEOUT_S), as_json=args.json)
+    report = run_operation(operation("Extract", request), as_json=args.json)
     if args.json:
         emit(report, as_json=True)
         return 0
@@ -582,9 +586,7 @@ def _prune_deleted(args: argparse.Namespace) -> int:
     request = pb.PruneDeletedRequest(
         account=args.account, chat=args.chat, budget_s=args.budget or 0.0
     )
-    report = run_operation(
-        gateway().PruneDeleted(request, timeout=LONG_TIMEOUT_S), as_json=args.json
-    )
+    report = run_operation(operation("PruneDeleted", request), as_json=args.json)
     if args.json:
         emit(report, as_json=True)
         return 0

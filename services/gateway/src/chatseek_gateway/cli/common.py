@@ -1,48 +1,36 @@
-"""What every CLI command shares: the gateway stub, output, progress display and error exits.
+"""What every CLI command shares: the gateway stub, the calls, output and error exits.
 
-Long operations stream ``OperationEvent``s; ``run_operation`` draws them with ``rich`` on a
-terminal (one line per stage, one for the item being worked on with its count and rate, and
-the flood wait being waited out, counted down), writes each as one JSON line on stderr with
-``--json`` (stdout keeps the one result document), and stays silent when piped otherwise.
+A call goes straight to the gateway. Only when nothing answers there (an UNAVAILABLE that no
+server sent, and a health probe that confirms it) is the local stack started, saying so on
+stderr, and the call made again: a running stack pays for no probe. ``call`` is for unary RPCs,
+``operation`` for the streaming ones whose progress ``run_operation`` shows. This module is
+imported by every command, so it imports nothing heavy at the top: the CLI must start fast.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any
+from collections.abc import Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    SpinnerColumn,
-    Task,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.text import Text
+if TYPE_CHECKING:
+    import grpc
+    from rich.console import Console
 
-from chatseek_core.client import sync_call, sync_channel
-from chatseek_core.errors import ChatseekError, InvalidArgument
-from chatseek_core.probe import check
-from chatseek_core.proto_json import from_document
-from chatseek_core.settings import Settings, load_settings
+    from chatseek_core.errors import ChatseekError
+    from chatseek_core.settings import Settings
 
 __all__ = [
     "EXIT_CODES",
+    "LONG_TIMEOUT_S",
     "at_least_one",
     "call",
     "emit",
+    "ensure_gateway",
     "exit_code_for",
-    "gateway",
+    "operation",
     "print_error",
-    "progress_json",
     "run_operation",
     "settings",
 ]
@@ -58,51 +46,162 @@ EXIT_CODES = {
     "ALREADY_EXISTS": 9,
 }
 GATEWAY_PROBE_TIMEOUT_S = 1.0
+# After the stack came up: how long the CLI's channel may take to connect (its backoff from the
+# refused first attempt is up to 0.5 s; see chatseek_core.client).
+GATEWAY_READY_TIMEOUT_S = 10.0
 LONG_TIMEOUT_S = 24 * 3600.0
-REFRESH_PER_SECOND = 4
-PROGRESS_FIELDS = ("stage", "done", "total", "note", "item", "item_done", "count", "wait_s")
+# grpc core's words for a call that never left the client (nothing listens at the address).
+NEVER_SENT = "failed to connect"
 
 _settings: Settings | None = None
 _stub: Any = None
+_channel: Any = None
 
 
 def settings() -> Settings:
     """The CLI's settings, parsed once."""
     global _settings
     if _settings is None:
+        from chatseek_core.settings import load_settings
+
         _settings = load_settings()
     return _settings
 
 
-def gateway() -> Any:
-    """The gateway stub; starts the local stack first (saying so) when nothing answers."""
-    global _stub
-    if _stub is not None:
-        return _stub
-    from chatseek.gateway.v1 import gateway_service_pb2_grpc
+def _gateway_stub() -> Any:
+    """The gateway stub over one blocking channel, opened on first use (no probe)."""
+    global _stub, _channel
+    if _stub is None:
+        from chatseek.gateway.v1 import gateway_service_pb2_grpc
+        from chatseek_core.client import sync_channel
 
-    cfg = settings()
-    addr = cfg.addr("gateway")
-    if check(addr, timeout=GATEWAY_PROBE_TIMEOUT_S) != "SERVING":
-        from chatseek_gateway import stack
-
-        print(f"chatseek: no gateway at {addr}; starting the local stack…", file=sys.stderr)
-        try:
-            stack.up(cfg, on_progress=lambda line: print(f"  {line}", file=sys.stderr))
-        except stack.StackError as exc:
-            from chatseek_core.errors import Unavailable
-
-            raise Unavailable(str(exc), hint="see `chatseek stack logs SERVICE`") from exc
-    _stub = gateway_service_pb2_grpc.GatewayServiceStub(sync_channel(addr))
+        _channel = sync_channel(settings().addr("gateway"))
+        _stub = gateway_service_pb2_grpc.GatewayServiceStub(_channel)
     return _stub
 
 
+def _start_stack() -> None:
+    """Start the local stack, saying so on stderr, and wait until the CLI's channel connects.
+
+    Raises:
+        Unavailable: a service did not come up (names it; hint: its logs).
+    """
+    import grpc
+
+    from chatseek_gateway import stack
+
+    cfg = settings()
+    addr = cfg.addr("gateway")
+    print(f"chatseek: no gateway at {addr}; starting the local stack…", file=sys.stderr)
+    try:
+        stack.up(cfg, on_progress=lambda line: print(f"  {line}", file=sys.stderr))
+    except stack.StackError as exc:
+        from chatseek_core.errors import Unavailable
+
+        raise Unavailable(str(exc), hint="see `chatseek stack logs SERVICE`") from exc
+    _gateway_stub()
+    try:
+        grpc.channel_ready_future(_channel).result(timeout=GATEWAY_READY_TIMEOUT_S)
+    except grpc.FutureTimeoutError:
+        from chatseek_core.errors import Unavailable
+
+        raise Unavailable(
+            f"the local stack is up but the gateway at {addr} does not connect",
+            hint="check `chatseek stack status` and `chatseek stack logs gateway`",
+        ) from None
+
+
+def ensure_gateway() -> None:
+    """Start the local stack when no gateway answers a health probe (the MCP server's hook).
+
+    Raises:
+        Unavailable: the stack could not be started.
+    """
+    from chatseek_core.probe import check
+
+    if check(settings().addr("gateway"), timeout=GATEWAY_PROBE_TIMEOUT_S) != "SERVING":
+        _start_stack()
+
+
+def _again_after(err: grpc.RpcError, idempotent: bool) -> bool:
+    """After a failed first call: start the stack if the gateway is down; whether to call again.
+
+    Only an UNAVAILABLE that no server sent can mean "no gateway"; a health probe tells a
+    gateway that is not there from one that dropped a call. A call that may have reached the
+    gateway (not idempotent, and not refused at connect) is not sent twice.
+    """
+    from chatseek_core.client import retryable
+    from chatseek_core.probe import check
+
+    if not retryable(err):
+        return False
+    again = idempotent or NEVER_SENT in (err.details() or "")
+    if check(settings().addr("gateway"), timeout=GATEWAY_PROBE_TIMEOUT_S) != "SERVING":
+        _start_stack()
+    return again
+
+
 def call(method_name: str, request: Any, *, timeout: float = 120.0, idempotent: bool = True) -> Any:
-    """Call a unary gateway RPC by name with a deadline; errors arrive decoded."""
-    stub = gateway()
+    """Call a unary gateway RPC by name with a deadline; errors arrive decoded.
+
+    Raises:
+        ChatseekError: the decoded error; ``Unavailable`` when the stack cannot be started.
+    """
+    import grpc
+
+    from chatseek_core.client import decode_error, sync_call
+
+    try:
+        return getattr(_gateway_stub(), method_name)(request, timeout=timeout)
+    except grpc.RpcError as err:
+        if not _again_after(err, idempotent):
+            raise decode_error(err, "gateway") from None
     return sync_call(
-        getattr(stub, method_name), request, timeout=timeout, idempotent=idempotent, peer="gateway"
+        getattr(_gateway_stub(), method_name),
+        request,
+        timeout=timeout,
+        idempotent=idempotent,
+        peer="gateway",
     )
+
+
+def operation(method_name: str, request: Any, *, timeout: float = LONG_TIMEOUT_S) -> Iterator[Any]:
+    """Start a server-streaming gateway RPC; its responses (errors decoded by ``run_operation``).
+
+    Args:
+        request: the request message, or a function returning a fresh request iterator (a
+            client stream such as ``Import``, rebuilt when the call is made again).
+
+    Raises:
+        ChatseekError: the first response failed (decoded); ``Unavailable`` as for ``call``.
+    """
+    import itertools
+
+    import grpc
+
+    from chatseek_core.client import decode_error
+
+    def start() -> Iterator[Any]:
+        body = request() if callable(request) else request
+        responses: Iterator[Any] = getattr(_gateway_stub(), method_name)(body, timeout=timeout)
+        return responses
+
+    responses = start()
+    try:
+        first = next(responses)
+    except StopIteration:
+        return iter(())
+    except grpc.RpcError as err:
+        if not _again_after(err, idempotent=False):
+            raise decode_error(err, "gateway") from None
+        responses = start()
+        try:
+            first = next(responses)
+        except StopIteration:
+            return iter(())
+        except grpc.RpcError as again:
+            raise decode_error(again, "gateway") from None
+    return itertools.chain([first], responses)
 
 
 def at_least_one(value: int, option: str, field: str) -> int:
@@ -112,6 +211,8 @@ def at_least_one(value: int, option: str, field: str) -> int:
         InvalidArgument: ``value`` is below 1 (names the request ``field``).
     """
     if value < 1:
+        from chatseek_core.errors import InvalidArgument
+
         raise InvalidArgument(f"{option} must be at least 1", metadata={"field": field})
     return value
 
@@ -156,84 +257,6 @@ def emit(doc: Any, *, as_json: bool) -> None:
         print(json.dumps(doc, ensure_ascii=False, indent=2))
 
 
-def progress_json(progress: Any) -> dict[str, Any]:
-    """One progress event as the JSON object ``--json`` streams on stderr."""
-    out: dict[str, Any] = {"event": "progress"}
-    for name in PROGRESS_FIELDS:
-        out[name] = getattr(progress, name)
-    if progress.account:
-        out["account"] = progress.account
-    return out
-
-
-class _WaitColumn(ProgressColumn):
-    """The flood wait being waited out, counted down from when its event arrived."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        super().__init__()
-        self._clock = clock
-
-    def render(self, task: Task) -> Text:
-        until = float(task.fields.get("wait_until") or 0.0)
-        left = until - self._clock()
-        if left <= 0:
-            return Text(str(task.fields.get("detail") or ""), style="dim")
-        return Text(f"Telegram flood wait: {left:.0f} s left", style="yellow")
-
-
-class _Display:
-    """The ``rich`` view of an operation's progress events on a terminal."""
-
-    def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description:>12}"),
-            BarColumn(bar_width=30),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            _WaitColumn(clock),
-            console=console,
-            refresh_per_second=REFRESH_PER_SECOND,
-            transient=False,
-        )
-        self._stages: dict[str, TaskID] = {}
-        self._items: dict[str, TaskID] = {}
-        self._started = clock()
-
-    def __enter__(self) -> _Display:
-        self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._progress.stop()
-
-    def update(self, p: Any) -> None:
-        stage = self._stages.get(p.stage)
-        total = p.total if p.total > 0 else None
-        wait_until = self._clock() + p.wait_s if p.wait_s > 0 else 0.0
-        detail = p.note if not p.item else ""
-        if stage is None:
-            stage = self._progress.add_task(p.stage, total=total, detail=detail)
-            self._stages[p.stage] = stage
-        self._progress.update(
-            stage, completed=p.done, total=total, detail=detail, wait_until=wait_until
-        )
-        if p.item:
-            self._item(p)
-
-    def _item(self, p: Any) -> None:
-        elapsed = max(self._clock() - self._started, 1e-6)
-        rate = f"{p.count / elapsed:.0f} msg/s" if p.count else ""
-        detail = f"{p.item_done} messages  {rate}".rstrip()
-        key = f"{p.stage}/{p.item}"
-        task = self._items.get(key)
-        if task is None:
-            task = self._progress.add_task(f"  {p.item[:24]}", total=None, detail=detail)
-            self._items[key] = task
-        self._progress.update(task, completed=p.item_done, detail=detail)
-
-
 def run_operation(
     events: Iterable[Any],
     *,
@@ -243,46 +266,8 @@ def run_operation(
 ) -> dict[str, Any]:
     """Consume a stream of ``OperationEvent``-carrying responses, showing their progress.
 
-    Args:
-        as_json: write every progress event as one JSON line on stderr (``--json``).
-        console: where to draw; by default stderr, and only when it is a terminal.
-        stream: where ``as_json`` writes (default stderr).
-
-    Returns:
-        The final report document.
+    See ``chatseek_gateway.cli.progress.run_operation`` (imported here only when used).
     """
-    out = stream if stream is not None else sys.stderr
-    if console is None and not as_json and sys.stderr.isatty():
-        console = Console(stderr=True)
-    display = _Display(console) if console is not None and not as_json else None
-    result: dict[str, Any] = {}
-    if display is not None:
-        display.__enter__()
-    try:
-        for response in _events(events):
-            kind = response.WhichOneof("event")
-            if kind == "progress":
-                if as_json:
-                    out.write(json.dumps(progress_json(response.progress), ensure_ascii=False))
-                    out.write("\n")
-                    out.flush()
-                elif display is not None:
-                    display.update(response.progress)
-            elif kind == "result":
-                result = from_document(response.result)
-    finally:
-        if display is not None:
-            display.__exit__(None, None, None)
-    return result
+    from chatseek_gateway.cli import progress
 
-
-def _events(responses: Iterable[Any]) -> Iterator[Any]:
-    import grpc
-
-    from chatseek_core.client import decode_error
-
-    try:
-        for response in responses:
-            yield response.event
-    except grpc.RpcError as err:
-        raise decode_error(err, "gateway") from None
+    return progress.run_operation(events, as_json=as_json, console=console, stream=stream)

@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from chatseek_core.errors import InvalidArgument
-from chatseek_gateway.cli.common import LONG_TIMEOUT_S, call, emit, gateway, run_operation
+from chatseek_gateway.cli.common import call, emit, operation, run_operation
 
 __all__ = ["register", "register_message_links"]
 
@@ -116,9 +115,7 @@ def _build(args: argparse.Namespace) -> int:
     request = pb.BuildConversationsRequest(
         account=args.account, chats=args.chat or [], all=args.all
     )
-    report = run_operation(
-        gateway().BuildConversations(request, timeout=LONG_TIMEOUT_S), as_json=args.json
-    )
+    report = run_operation(operation("BuildConversations", request), as_json=args.json)
     if args.json:
         emit(report, as_json=True)
         return 0
@@ -237,6 +234,8 @@ def _answer_text(source: str) -> str:
         return sys.stdin.read()
     path = Path(source)
     if not path.is_file():
+        from chatseek_core.errors import InvalidArgument
+
         raise InvalidArgument(f"{source} is not a file", hint="--file PATH or - for stdin")
     return path.read_text(encoding="utf-8")
 

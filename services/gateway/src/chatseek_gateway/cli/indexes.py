@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from chatseek_gateway.cli.common import call, emit, gateway, run_operation
+from chatseek_gateway.cli.common import call, emit, operation, run_operation
 
 __all__ = ["register"]
-
-LONG_TIMEOUT_S = 24 * 3600.0
 
 
 def register(sub: Any) -> None:
@@ -57,7 +55,7 @@ def _embed(args: argparse.Namespace) -> int:
     request = pb.EmbedRequest(
         account=args.account, chats=args.chat, reembed=args.reembed, yes=args.yes
     )
-    report = run_operation(gateway().Embed(request, timeout=LONG_TIMEOUT_S), as_json=args.json)
+    report = run_operation(operation("Embed", request), as_json=args.json)
     if args.json:
         emit(report, as_json=True)
     else:
@@ -72,7 +70,7 @@ def _reindex(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
     report = run_operation(
-        gateway().Reindex(pb.ReindexRequest(target=args.target), timeout=LONG_TIMEOUT_S),
+        operation("Reindex", pb.ReindexRequest(target=args.target)),
         as_json=args.json,
     )
     if args.json:

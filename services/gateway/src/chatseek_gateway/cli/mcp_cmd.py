@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from chatseek_gateway.cli.common import gateway, settings
+from chatseek_gateway.cli.common import ensure_gateway, settings
 
 __all__ = ["register"]
 
@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
 
 def _ensure_gateway() -> None:
     """Start the local stack when no gateway answers (raises ``Unavailable`` if it cannot)."""
-    gateway()
+    ensure_gateway()
 
 
 def _mcp(args: argparse.Namespace) -> int:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chatseek_core.errors import ChatseekError
 from chatseek_gateway.cli.common import at_least_one, call, emit
+
+if TYPE_CHECKING:
+    from chatseek_core.errors import ChatseekError
 
 __all__ = ["register"]
 
@@ -84,6 +86,7 @@ def _request(args: argparse.Namespace) -> Any:
 
 
 def _search(args: argparse.Namespace) -> int:
+    from chatseek_core.errors import ChatseekError
     from chatseek_core.proto_json import from_document
 
     at_least_one(args.limit, "--limit", "limit")
@@ -117,6 +120,7 @@ def _search(args: argparse.Namespace) -> int:
 
 def _parse(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek_core.errors import ChatseekError
     from chatseek_core.proto_json import from_document
 
     query = " ".join(args.query)
@@ -130,6 +134,7 @@ def _parse(args: argparse.Namespace) -> int:
 
 def _stats(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek_core.errors import ChatseekError
     from chatseek_core.proto_json import from_document
 
     request = _request(args)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chatseek_core import config as config_file
-from chatseek_core.errors import AlreadyExists, Unavailable
-from chatseek_gateway import stack
 from chatseek_gateway.cli.common import call, emit, settings
+
+if TYPE_CHECKING:
+    from chatseek_gateway import stack
 
 __all__ = ["register"]
 
@@ -68,6 +68,9 @@ def _print_states(states: list[stack.ServiceState], as_json: bool) -> None:
 
 
 def _stack_up(args: argparse.Namespace) -> int:
+    from chatseek_core.errors import Unavailable
+    from chatseek_gateway import stack
+
     def progress(line: str) -> None:
         print(f"  {line}", file=sys.stderr)
 
@@ -80,12 +83,16 @@ def _stack_up(args: argparse.Namespace) -> int:
 
 
 def _stack_status(args: argparse.Namespace) -> int:
+    from chatseek_gateway import stack
+
     states = stack.status(settings())
     _print_states(states, args.json)
     return 0 if all(s.health == "SERVING" for s in states) else 1
 
 
 def _stack_logs(args: argparse.Namespace) -> int:
+    from chatseek_gateway import stack
+
     try:
         print(stack.logs(settings(), args.service, args.lines))
     except stack.StackError as exc:
@@ -96,6 +103,8 @@ def _stack_logs(args: argparse.Namespace) -> int:
 
 
 def _stack_down(args: argparse.Namespace) -> int:
+    from chatseek_gateway import stack
+
     stopped = stack.down(settings())
     if args.json:
         emit({"stopped": stopped}, as_json=True)
@@ -145,6 +154,9 @@ def _config_path(args: argparse.Namespace) -> int:
 
 
 def _config_init(args: argparse.Namespace) -> int:
+    from chatseek_core import config as config_file
+    from chatseek_core.errors import AlreadyExists
+
     cfg = settings()
     try:
         path = config_file.write_template(cfg.config_path)
@@ -159,10 +171,10 @@ def _config_init(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_gateway.cli.common import gateway, run_operation
+    from chatseek_gateway.cli.common import operation, run_operation
 
     report = run_operation(
-        gateway().Verify(pb.VerifyRequest(repair=args.repair), timeout=24 * 3600.0),
+        operation("Verify", pb.VerifyRequest(repair=args.repair)),
         as_json=args.json,
     )
     if args.json:

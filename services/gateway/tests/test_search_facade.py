@@ -1,0 +1,67 @@
+"""The gateway's Search beside its peers: the index warnings are asked while fusion searches."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from chatseek.common.v1 import common_pb2
+from chatseek.fusion.v1 import fusion_service_pb2 as fusion_pb
+from chatseek.gateway.v1 import gateway_service_pb2 as pb
+from chatseek.lexical.v1 import lexical_service_pb2 as lexical_pb
+from chatseek.unitize.v1 import unitize_service_pb2 as unitize_pb
+from chatseek_core.errors import ChatseekError, IndexNotReady
+from chatseek_core.proto_json import document, from_document
+from chatseek_gateway.facade.search import SearchFacade
+
+WAIT_S = 10.0
+
+
+class _Peers:
+    """Fusion, unitize and lexical as the facade calls them; fusion answers only once lexical
+    has been asked for its status, so a gateway that asks afterwards never gets an answer."""
+
+    def __init__(self, *, lag: int = 0, fusion_error: ChatseekError | None = None) -> None:
+        self.lag = lag
+        self.fusion_error = fusion_error
+        self.status_asked = asyncio.Event()
+        self.fusion = SimpleNamespace(Search=self._search)
+        self.unitize = SimpleNamespace(GetStatus=self._unitize_status)
+        self.lexical = SimpleNamespace(GetStatus=self._lexical_status)
+
+    async def _search(self, request: Any, timeout: float) -> fusion_pb.SearchResponse:
+        await asyncio.wait_for(self.status_asked.wait(), WAIT_S)
+        if self.fusion_error is not None:
+            raise self.fusion_error
+        return fusion_pb.SearchResponse(result=document({"hits": [], "warnings": []}))
+
+    async def _unitize_status(self, request: Any, timeout: float) -> unitize_pb.GetStatusResponse:
+        return unitize_pb.GetStatusResponse(status=common_pb2.ServiceStatus(service="unitize"))
+
+    async def _lexical_status(self, request: Any, timeout: float) -> lexical_pb.GetStatusResponse:
+        self.status_asked.set()
+        status = common_pb2.ServiceStatus(service="lexical", feed_lag={"ingest": self.lag})
+        return lexical_pb.GetStatusResponse(status=status)
+
+
+def _facade(peers: _Peers) -> SearchFacade:
+    facade = SearchFacade()
+    facade._deps = SimpleNamespace(peers=peers)  # type: ignore[assignment]
+    return facade
+
+
+async def test_the_index_warnings_are_asked_while_fusion_searches() -> None:
+    peers = _Peers(lag=7)
+    reply = await _facade(peers).Search(pb.SearchRequest(query="flat", k=5), None)  # type: ignore[arg-type]
+    doc = from_document(reply.result)
+    assert [w["code"] for w in doc["warnings"]] == ["INDEX_STALE"]
+    assert "7 changes behind" in doc["warnings"][0]["message"]
+
+
+async def test_a_failed_fusion_search_fails_the_search_with_its_own_error() -> None:
+    peers = _Peers(fusion_error=IndexNotReady("the word index is being built"))
+    with pytest.raises(IndexNotReady):
+        await _facade(peers).Search(pb.SearchRequest(query="flat", k=5), None)  # type: ignore[arg-type]
