@@ -537,6 +537,13 @@ def test_an_album_in_a_reply_thread_is_one_line_group_and_any_photos_edit_recuts
     assert (thread_id, "upsert") in stores.unit_events(head)
     assert _hashes(stores) == _expected(stores)
 
+    head = stores.feed_head()
+    stores.edit(GROUP, 3, text="the living room")
+    stores.drain()
+    assert ALBUM_INDENT + "[photo] the living room" in str(stores.units()["t:1:0"]["text"])
+    assert (thread_id, "upsert") in stores.unit_events(head)
+    assert _hashes(stores) == _expected(stores)
+
 
 def test_a_reply_to_a_later_photo_joins_the_thread_of_the_whole_album(stores: Stores) -> None:
     stores.put(_reply_album(10, 4, 0, 999, reply_to=None))
