@@ -7,7 +7,9 @@ Invariants:
   starts before it (``recut_anchor``) until they rejoin the stored ones, the reply threads whose
   roots reach it before or after the change, and the channel posts it is or comments on.
 * A chat seen for the first time, or on an older recipe, is cut whole in its own transaction
-  while its old units stay searchable. Ids, no-op skips and events follow ``store.UnitWriter``.
+  while its old units stay searchable. A deleted message also leaves the conversation chunks
+  of the chat's current build (``builds.prune_chunks``). Ids, no-op skips and events follow
+  ``store.UnitWriter``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from chatseek_core import db, feed
 from chatseek_core.db import Connection
 from chatseek_unitize import loader
-from chatseek_unitize.builds import drop_chat_builds
+from chatseek_unitize.builds import drop_chat_builds, prune_chunks
 from chatseek_unitize.cutting import (
     CHANNEL_CHAT_TYPES,
     chrono_key,
@@ -217,6 +219,7 @@ def _apply_chat(
         _recut_threads(conn, writer, account, chat_id, changed, present, held, cfg)
     if info is not None:
         _set_recipe(conn, account, chat_id, whole=whole)
+        prune_chunks(conn, writer, account, chat_id, changed - set(present))
     else:
         conn.execute(
             "DELETE FROM chat_recipes WHERE account = ? AND chat_id = ?", (account, chat_id)
