@@ -9,7 +9,7 @@ is re-run where a user would re-run it, and ``check_store`` requires a converged
 so that a sync can be interrupted in a real process; with ``CHATSEEK_TEST_FAKE_WORLD=accounts``
 it serves two accounts (``home`` and ``work``, each with its own session file) that both read
 one public channel, and applies the deletions a test lists in ``<home>/fake-deletions.json``;
-with ``albums`` it serves one group, "Flat hunt", where a three-photo album gets a reply.
+with ``albums`` it serves one group, "Flat hunt", where three-photo albums get replies.
 """
 
 from __future__ import annotations
@@ -429,6 +429,8 @@ def _fake_albums() -> Any:
     tg.send(group, "yes, the viewing is on Saturday", sender=marta)
     for text in ALBUM_CHATTER:
         tg.send(group, text, sender=leo)
+    garden = tg.album(group, 3, "our garden in spring", sender=leo)
+    tg.send(group, "are those tulips?", sender=marta, reply_to=garden[1].id)
     return tg
 
 

@@ -25,6 +25,8 @@ from tests.stack_helpers import cli, cli_json, settle, stack_env
 QUESTION = 2
 PHOTOS = [3, 4, 5]
 REPLY = 6
+GARDEN = [16, 17, 18]
+TULIPS = 19
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +64,7 @@ def test_the_window_and_the_reply_thread_each_hold_the_whole_album(stack: Stack)
         conn.close()
     units = {str(r[1]): (str(r[0]), json.loads(r[2]), str(r[3])) for r in rows}
     assert units[f"t:{QUESTION}:0"][1] == [QUESTION, *PHOTOS, REPLY]
+    assert units[f"t:{GARDEN[0]}:0"][1] == [*GARDEN, TULIPS]  # the reply went to the 2nd photo
     holding = [key for key, (_, ids, _) in units.items() if set(PHOTOS) & set(ids)]
     assert sorted(holding) == [f"t:{QUESTION}:0", "w:1"]
     for key in holding:
@@ -103,3 +106,13 @@ def test_ranked_search_gives_the_album_one_hit_with_every_photos_caption(
     assert [p["text"] for p in hit["album"]] == list(ALBUM_CAPTIONS)
     assert all(caption in hit["snippet"] for caption in ALBUM_CAPTIONS)
     assert hit["snippet"].count("Marta:") == 1
+
+
+def test_the_thread_of_any_photo_holds_the_whole_album(stack: Stack) -> None:
+    for photo in GARDEN:
+        doc = cli_json(stack.env, "thread", "--json", "--", "@flathunt", str(photo))
+        assert doc["root_msg_id"] == GARDEN[0]
+        assert [m["msg_id"] for m in doc["messages"]] == [*GARDEN, TULIPS]
+    doc = cli_json(stack.env, "thread", "--json", "--", "@flathunt", str(PHOTOS[0]))
+    assert doc["root_msg_id"] == QUESTION
+    assert [m["msg_id"] for m in doc["messages"]] == [QUESTION, *PHOTOS, REPLY]
