@@ -8,7 +8,8 @@ is re-run where a user would re-run it, and ``check_store`` requires a converged
 ``python -m tests.fault_helpers ingest-fake`` serves ingest over a deterministic ``FakeTelegram``
 so that a sync can be interrupted in a real process; with ``CHATSEEK_TEST_FAKE_WORLD=accounts``
 it serves two accounts (``home`` and ``work``, each with its own session file) that both read
-one public channel, and applies the deletions a test lists in ``<home>/fake-deletions.json``.
+one public channel, and applies the deletions a test lists in ``<home>/fake-deletions.json``;
+with ``albums`` it serves one group, "Flat hunt", where three-photo albums get replies.
 """
 
 from __future__ import annotations
@@ -67,6 +68,22 @@ SHARED_POSTS = (
     "water outage on Friday in the old town",
     "the new tram line to the airport opens in March",
     "the farmers market moves to the river bank",
+)
+ALBUM_GROUP = 900
+ALBUM_CAPTIONS = (
+    "two rooms on the third floor, 900 a month",
+    "the kitchen was renovated last year",
+    "balcony facing the sea",
+)
+ALBUM_CHATTER = (
+    "does anyone have a drill to lend?",
+    "the bakery on the corner closes early today",
+    "who is going to the concert on Friday?",
+    "my bike got a flat tyre again",
+    "the bus 14 is late every morning",
+    "any tips for a good dentist?",
+    "the library has new opening hours",
+    "lost keys near the fountain, blue keyring",
 )
 
 
@@ -396,6 +413,27 @@ def _fake_world() -> Any:
     return tg
 
 
+def _fake_albums() -> Any:
+    """ "Flat hunt": a question, a three-photo album answering it (a caption on each photo), a
+    reply to the album's last photo, and chatter before and after."""
+    from chatseek_ingest.testing import FakeTelegram
+
+    tg = FakeTelegram()
+    group = tg.add_channel(ALBUM_GROUP, "Flat hunt", username="flathunt", megagroup=True)
+    marta = tg.add_user(91, "Marta")
+    leo = tg.add_user(92, "Leo")
+    tg.send(group, "the tram strike ends tomorrow", sender=leo)
+    question = tg.send(group, "anyone seen a flat near the old port?", sender=leo)
+    photos = tg.album(group, 3, sender=marta, captions=ALBUM_CAPTIONS, reply_to=question.id)
+    tg.send(group, "lovely, is it still free?", sender=leo, reply_to=photos[-1].id)
+    tg.send(group, "yes, the viewing is on Saturday", sender=marta)
+    for text in ALBUM_CHATTER:
+        tg.send(group, text, sender=leo)
+    garden = tg.album(group, 3, "our garden in spring", sender=leo)
+    tg.send(group, "are those tulips?", sender=marta, reply_to=garden[1].id)
+    return tg
+
+
 def fake_world_messages() -> dict[str, list[int]]:
     """Chat title → message ids of the fake Telegram world ``ingest-fake`` serves."""
     world = _fake_world()
@@ -487,7 +525,7 @@ def _serve_fake_ingest() -> None:
     if os.environ.get(WORLD_ENV) == "accounts":
         _serve_fake_accounts()
         return
-    world = _fake_world()
+    world = _fake_albums() if os.environ.get(WORLD_ENV) == "albums" else _fake_world()
 
     def factory(session: str, api_id: int, api_hash: str) -> Any:
         return world

@@ -99,6 +99,16 @@ def test_dedup_drops_hits_mostly_inside_a_better_hit_of_the_same_chat() -> None:
     assert dedup(ordered, overlap=0.9) == [1, 2, 3, 4]
 
 
+def test_dedup_drops_a_hit_on_an_album_photo_that_a_better_hit_already_shows() -> None:
+    window = (1, 100, [1, 2, 3, 10, 11, 12, 13, 14, 15, 16])  # the album is 10-13
+    thread = (2, 100, [10, 11, 12, 13, 20, 21, 22, 23, 24])  # the album and its replies
+    elsewhere = (3, 200, [10, 11, 12, 13])
+    ordered = [window, thread, elsewhere]
+    assert dedup(ordered, overlap=0.5) == [1, 2, 3]
+    assert dedup(ordered, overlap=0.5, album_anchors={2: 12, 3: 12}) == [1, 3]
+    assert dedup(ordered, overlap=0.5, album_anchors={2: 22}) == [1, 2, 3]
+
+
 @pytest.mark.parametrize(
     ("text", "script"),
     [

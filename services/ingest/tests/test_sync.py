@@ -718,6 +718,16 @@ async def test_a_takeout_sync_fetches_every_page_inside_one_finished_takeout_ses
     assert tg.takeouts == [(1, True)] and tg.session.takeout_id is None
 
 
+async def test_a_big_first_sync_without_the_flag_never_asks_for_a_takeout(
+    conn: db.Connection, tg: FakeTelegram
+) -> None:
+    channel_with(tg, 1200)
+    await add_source(conn, tg, ACCOUNT, "@chan500")
+    report = await run(conn, tg)
+    assert report.new == 1200 and report.takeout != "used"
+    assert tg.requested("init_takeout") == [] and tg.takeouts == []
+
+
 async def test_a_takeout_the_user_has_not_allowed_falls_back_to_ordinary_requests(
     conn: db.Connection, tg: FakeTelegram
 ) -> None:

@@ -52,6 +52,7 @@ class Msg:
     topic: int | None = None
     has_link: bool = False
     media: Media | None = None
+    grouped: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,8 +308,8 @@ def build_store(directory: Path, data: DataSet) -> db.Connection:
         for msg in data.messages:
             cursor = writer.execute(
                 "INSERT INTO messages (account, chat_id, msg_id, date, kind, sender_id,"
-                " sender_name, text, norm_text, topic_id, has_link)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " sender_name, text, norm_text, topic_id, has_link, grouped_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     msg.account,
                     msg.chat_id,
@@ -321,6 +322,7 @@ def build_store(directory: Path, data: DataSet) -> db.Connection:
                     normalise(msg.text),
                     msg.topic,
                     int(msg.has_link),
+                    msg.grouped,
                 ),
             )
             mid = int(cursor.lastrowid or 0)

@@ -25,7 +25,7 @@ SQL_WORDS = frozenset(
     rowid msg_fts msg_vocab term ingest messages media chats senders tags accounts
     m md c s r rid score n b mid account chat_id msg_id date text sender_id sender_name topic_id
     type title username history_complete last_fetched_at provider is_active display_name kind
-    file_name mime size tag target has_link extracted_text
+    file_name mime size tag target has_link extracted_text grouped_id
     """.split()
 )
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")

@@ -145,6 +145,51 @@ def test_a_rebuild_after_an_edit_replaces_only_the_chunks_that_changed(stores: S
     assert sorted(op for _, op in events) == ["delete", "upsert"]
 
 
+def _chunk_texts(s: Stores) -> list[str]:
+    rows = s.unitize.execute("SELECT text FROM units WHERE kind = 'conversation' ORDER BY text")
+    return [str(r[0]) for r in rows]
+
+
+def _orphan_members(s: Stores) -> int:
+    row = s.unitize.execute(
+        "SELECT COUNT(*) FROM unit_members um WHERE NOT EXISTS (SELECT 1 FROM ingest.messages m"
+        " WHERE m.account = um.account AND m.chat_id = um.chat_id AND m.msg_id = um.msg_id)"
+    ).fetchone()
+    return int(row[0])
+
+
+def test_a_deleted_message_leaves_the_current_builds_chunks_at_once(stores: Stores) -> None:
+    build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+    assert any("150 EUR" in text for text in _chunk_texts(stores))
+    head = stores.feed_head()
+
+    stores.delete(GROUP, [4, 8])
+    stores.drain()
+
+    texts = _chunk_texts(stores)
+    assert not any("150 EUR" in t or "tram strike" in t for t in texts)
+    assert any("anyone selling a bike?" in t for t in texts)
+    assert _orphan_members(stores) == 0
+    ops = sorted(op for _, op in stores.unit_events(head))
+    assert "delete" in ops and "upsert" in ops
+    report = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+    assert report.messages == 5 and _orphan_members(stores) == 0
+
+
+def test_a_deletion_during_a_running_build_is_left_to_that_build(stores: Stores) -> None:
+    build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+    with db.transaction(stores.unitize):
+        stores.unitize.execute(
+            "INSERT INTO conversation_builds (account, chat_id, state, scorer)"
+            " VALUES (?, ?, 'building', 'rules')",
+            (ACCOUNT, GROUP),
+        )
+    before = _chunk_texts(stores)
+    stores.delete(GROUP, [4])
+    stores.drain()
+    assert _chunk_texts(stores) == before
+
+
 def test_a_build_that_fails_mid_write_exposes_nothing(stores: Stores) -> None:
     first = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
     listed = readers.list_conversations(stores.unitize, ACCOUNT, GROUP)

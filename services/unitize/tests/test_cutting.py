@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from chatseek_core.errors import InvalidValue
 from chatseek_unitize.cutting import (
+    ALBUM_INDENT,
     chrono_key,
     cut_chat,
     cut_posts,
@@ -305,3 +306,74 @@ def test_cut_config_refuses_nonsense_limits() -> None:
         CutConfig(thread_max_msgs=1)
     with pytest.raises(InvalidValue):
         CutConfig(window_max_msgs=0)
+
+
+# --- albums ---
+
+
+def _album(first: int, count: int, minute: float, group: int, **kw: Any) -> list[Msg]:
+    kw.setdefault("sender_name", "Bob")
+    return [
+        msg(first + n, minute, "", media_kind="photo", grouped_id=group, **kw) for n in range(count)
+    ]
+
+
+def test_an_albums_photos_are_one_line_group_with_one_header() -> None:
+    album = _album(10, 3, 0, 7)
+    album[0] = dataclasses.replace(album[0], text="our flat")
+    album[2] = dataclasses.replace(album[2], media_text="BALCONY 12 m2")
+    (window,) = cut_windows([msg(1, 0, "show me"), *album])
+    assert window.text.split("\n")[1:] == [
+        "[2026-01-01 00:00] Bob: [photo] our flat",
+        ALBUM_INDENT + "[photo]",
+        ALBUM_INDENT + "[photo] BALCONY 12 m2",
+    ]
+
+
+def test_a_reply_to_any_photo_of_an_album_threads_the_whole_album() -> None:
+    msgs = [*_album(10, 3, 0, 7), msg(13, 1, "the second is nice", reply_to=11)]
+    (thread,) = cut_threads(msgs)
+    assert (thread.key, thread.msg_ids) == ("t:10:0", (10, 11, 12, 13))
+    assert cut_threads(msgs, roots=[12]) == [thread]
+
+
+def test_an_album_replying_to_a_message_joins_its_thread_whole() -> None:
+    msgs = [msg(1, 0, "photos please"), *_album(2, 3, 1, 7, reply_to=1), msg(5, 2, "thanks")]
+    (thread,) = cut_threads(msgs)
+    assert thread.msg_ids == (1, 2, 3, 4)
+    lines = thread.text.split("\n")
+    assert [line.startswith(ALBUM_INDENT) for line in lines] == [False, False, True, True]
+
+
+def test_thread_parts_never_close_inside_an_album_and_repeat_an_album_root_whole() -> None:
+    cfg = CutConfig(thread_max_msgs=4)
+    root = _album(1, 2, 0, 7)
+    replies = [
+        msg(3, 1, "a", reply_to=1),
+        *_album(4, 3, 2, 8, reply_to=2),
+        msg(7, 3, "b", reply_to=1),
+    ]
+    parts = cut_threads([*root, *replies], cfg)
+    assert [p.msg_ids for p in parts] == [(1, 2, 3), (1, 2, 4, 5, 6), (1, 2, 7)]
+    assert [p.key for p in parts] == ["t:1:0", "t:1:1", "t:1:2"]
+
+
+def test_an_album_among_a_posts_comments_stays_whole_in_one_part() -> None:
+    cfg = CutConfig(thread_max_msgs=3)
+    post = msg(100, 0, "new flat for rent", sender_name="Chan")
+    comments = {100: [msg(5, 1, "where?"), *_album(6, 3, 2, 9)]}
+    units = cut_posts([post], comments, cfg)
+    assert [u.msg_ids for u in units] == [(100, 5), (100, 6, 7, 8)]
+
+
+def test_a_whole_cut_and_a_cut_limited_to_roots_agree_with_albums() -> None:
+    msgs = [
+        msg(1, 0, "root"),
+        *_album(2, 2, 1, 7, reply_to=1),
+        msg(4, 2, "reply to the second photo", reply_to=3),
+        *_album(5, 2, 3, 8),
+        msg(7, 4, "reply to the other album", reply_to=6),
+    ]
+    whole = cut_threads(msgs)
+    assert [t.msg_ids for t in whole] == [(1, 2, 3, 4), (5, 6, 7)]
+    assert cut_threads(msgs, roots=[6]) == whole[1:]

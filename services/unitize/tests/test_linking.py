@@ -58,6 +58,20 @@ def test_an_explicit_reply_wins_over_agent_answers_and_the_scorer(make: Any) -> 
 
 
 @pytest.mark.parametrize("make", SCORERS)
+def test_an_albums_photos_link_to_each_other_before_any_reply_or_answer(make: Any) -> None:
+    photo: dict[str, Any] = {"media_kind": "photo", "grouped_id": 77}
+    msgs = [
+        msg(1, 1, "here is the flat", **photo),
+        msg(2, 1, "", reply_to=5, **photo),
+        msg(3, 1, "", **photo),
+        msg(4, 2, "nice, how much?"),
+    ]
+    links = by_id(build_links(msgs, agent_answers={3: None}, scorer=make()))
+    assert [(links[i].parent_id, links[i].reason) for i in (2, 3)] == [(1, "album"), (2, "album")]
+    assert [1, 2, 3] in [sorted(c)[:3] for c in conversations(links.values())]
+
+
+@pytest.mark.parametrize("make", SCORERS)
 def test_a_stored_agent_answer_wins_over_the_scorer(make: Any) -> None:
     msgs = [msg(1, 1, "visa question"), msg(2, 2, "Ann: which visa?"), msg(3, 2, "tourist?")]
     links = by_id(build_links(msgs, agent_answers={2: None, 3: 1}, scorer=make()))

@@ -95,7 +95,7 @@ async def test_the_feed_loop_cuts_units_and_status_reports_them(
 ) -> None:
     stub, stores = unitize
     status = await _status(stub)
-    assert status["schema_version"] == 2
+    assert status["schema_version"] == 3
     assert status["units"]["window"] == 2 and status["units"]["thread"] == 1
     assert status["recut_pending"] == 0
 

@@ -23,8 +23,9 @@ from helpers_unitize import (
 from chatseek_core import db, feed
 from chatseek_ingest import store as ingest_store
 from chatseek_unitize import loader
-from chatseek_unitize.cutting import cut_chat
+from chatseek_unitize.cutting import ALBUM_INDENT, cut_chat
 from chatseek_unitize.model import RECIPE_VERSION, content_hash
+from chatseek_unitize.schema import MIGRATIONS, OWNER
 from chatseek_unitize.units import (
     FEED_NAME,
     apply_ingest_feed,
@@ -467,10 +468,10 @@ def test_an_albums_posts_are_one_post_unit_with_every_photos_text_and_comments(
     album = posts["p:10"]
     assert album["msg_ids"] == "[10, 11, 12, 1]"
     lines = str(album["text"]).splitlines()
-    assert [line.split(": ", 1)[1] for line in lines[:3]] == [
-        "[photo] kitchen with oven three photos of the flat",
-        "[photo] bedroom view",
-        "[photo] bathroom tiles",
+    assert lines[0].split(": ", 1)[1] == "[photo] kitchen with oven three photos of the flat"
+    assert lines[1:3] == [
+        ALBUM_INDENT + "[photo] bedroom view",
+        ALBUM_INDENT + "[photo] bathroom tiles",
     ]
     assert lines[3].endswith("is it still free?")
 
@@ -500,3 +501,121 @@ def test_a_window_never_closes_inside_an_album(stores: Stores) -> None:
     holding = [v["msg_ids"] for v in windows.values() if "30," in str(v["msg_ids"])]
     assert len(holding) == 1 and all(f"{n}" in str(holding[0]) for n in (30, 31, 32, 33))
     assert _hashes(stores) == _expected(stores)
+
+
+def _reply_album(first: int, count: int, minute: int, group: int, reply_to: int | None) -> Any:
+    return [
+        replace(
+            msg(first + n, minute, "", media="photo", sender=2, reply_to=reply_to),
+            grouped_id=group,
+        )
+        for n in range(count)
+    ]
+
+
+def test_an_album_in_a_reply_thread_is_one_line_group_and_any_photos_edit_recuts_it(
+    stores: Stores,
+) -> None:
+    stores.put([msg(1, 0, "who has photos of the flat?")])
+    stores.put(_reply_album(2, 3, 1, 888, reply_to=1))
+    stores.put([msg(5, 2, "is that the balcony?", sender=3, reply_to=4)])
+    stores.drain()
+    threads = {k: v for k, v in stores.units().items() if k.startswith("t:")}
+    assert sorted(threads) == ["t:1:0"]
+    assert threads["t:1:0"]["msg_ids"] == "[1, 2, 3, 4, 5]"
+    head = stores.feed_head()
+
+    stores.extracted(GROUP, 4, "sunny balcony with plants")
+    stores.drain()
+    lines = str(stores.units()["t:1:0"]["text"]).splitlines()
+    assert lines[1].endswith("User2: [photo]")
+    assert lines[2:4] == [
+        ALBUM_INDENT + "[photo]",
+        ALBUM_INDENT + "[photo] sunny balcony with plants",
+    ]
+    thread_id = int(stores.units()["t:1:0"]["unit_id"])
+    assert (thread_id, "upsert") in stores.unit_events(head)
+    assert _hashes(stores) == _expected(stores)
+
+    head = stores.feed_head()
+    stores.edit(GROUP, 3, text="the living room")
+    stores.drain()
+    assert ALBUM_INDENT + "[photo] the living room" in str(stores.units()["t:1:0"]["text"])
+    assert (thread_id, "upsert") in stores.unit_events(head)
+    assert _hashes(stores) == _expected(stores)
+
+
+def test_a_reply_to_a_later_photo_joins_the_thread_of_the_whole_album(stores: Stores) -> None:
+    stores.put(_reply_album(10, 4, 0, 999, reply_to=None))
+    stores.drain()
+    stores.put([msg(20, 1, "the third one is great", reply_to=12)])
+    stores.drain()
+    threads = {k: v["msg_ids"] for k, v in stores.units().items() if k.startswith("t:")}
+    assert threads == {"t:10:0": "[10, 11, 12, 13, 20]"}
+    assert _hashes(stores) == _expected(stores)
+
+    stores.delete(GROUP, [10])
+    stores.drain()
+    threads = {k: v["msg_ids"] for k, v in stores.units().items() if k.startswith("t:")}
+    assert threads == {"t:11:0": "[11, 12, 13, 20]"}
+    assert _hashes(stores) == _expected(stores)
+
+
+def test_incremental_threads_with_albums_equal_a_whole_cut(stores: Stores) -> None:
+    rnd = random.Random(11)
+    minute, next_id, group = 0, 1, 5000
+    alive: list[int] = []
+    photos: list[int] = []
+    for _ in range(14):
+        batch: list[Any] = []
+        for _ in range(rnd.randrange(1, 8)):
+            minute += rnd.choice([0, 1, 2, 45])
+            reply = rnd.choice(alive[-15:]) if alive and rnd.random() < 0.4 else None
+            if rnd.random() < 0.35:
+                count = rnd.randrange(2, 5)
+                group += 1
+                batch.extend(_reply_album(next_id, count, minute, group, reply))
+                ids = list(range(next_id, next_id + count))
+                photos.extend(ids)
+            else:
+                batch.append(msg(next_id, minute, f"m{next_id}", reply_to=reply))
+                ids = [next_id]
+            alive.extend(ids)
+            next_id += len(ids)
+        stores.put(batch)
+        if len(alive) > 8 and rnd.random() < 0.5:
+            victim = rnd.choice(alive[:-1])
+            alive.remove(victim)
+            if victim in photos:
+                photos.remove(victim)
+            stores.delete(GROUP, [victim])
+        if photos and rnd.random() < 0.6:
+            stores.extracted(GROUP, rnd.choice(photos), f"read out {rnd.randrange(1000)}")
+        stores.drain(batch=rnd.choice([1, 3, 50]))
+        assert _hashes(stores) == _expected(stores)
+    assert any(k.startswith("t:") for k in stores.units())
+
+
+def test_the_album_migration_recuts_every_chat_rewriting_only_units_that_hold_albums(
+    stores: Stores,
+) -> None:
+    _history(stores, 20)
+    stores.put([msg(30, 300, "photos?"), *_reply_album(31, 2, 301, 888, reply_to=30)])
+    stores.drain()
+    album_thread = int(stores.units()["t:30:0"]["unit_id"])
+    with db.transaction(stores.unitize):
+        # What the thread looked like when albums were not kept together yet.
+        stores.unitize.execute(
+            "UPDATE units SET text = 'cut apart', content_hash = ? WHERE unit_id = ?",
+            (content_hash(RECIPE_VERSION, "cut apart"), album_thread),
+        )
+        stores.unitize.execute("DELETE FROM _migrations WHERE owner = ? AND number = 3", (OWNER,))
+    db.migrate(stores.unitize, OWNER, MIGRATIONS)
+    assert recut_pending(stores.unitize) == [(ACCOUNT, GROUP)]
+    head = stores.feed_head()
+
+    recut_chats(stores.unitize)
+
+    assert stores.unit_events(head) == [(album_thread, "upsert")]
+    assert _hashes(stores) == _expected(stores)
+    assert recut_pending(stores.unitize) == []

@@ -143,22 +143,32 @@ def reaction_bonus(reactions: int, weight: float) -> float:
     return weight * x / (1.0 + x)
 
 
-def dedup(ordered: Sequence[tuple[int, int, Sequence[int]]], overlap: float = 0.5) -> list[int]:
+def dedup(
+    ordered: Sequence[tuple[int, int, Sequence[int]]],
+    overlap: float = 0.5,
+    album_anchors: Mapping[int, int] | None = None,
+) -> list[int]:
     """Keep the hits that are not mostly covered by a better hit of the same chat.
 
     Args:
         ordered: ``(unit_id, chat_key, msg_ids)`` best first; ``chat_key`` identifies the chat.
         overlap: the covered share at which a hit is dropped.
+        album_anchors: ``{unit_id: msg_id}`` for hits whose best message is a photo of an
+            album; such a hit is dropped when a better hit of its chat holds that photo (and so,
+            units holding whole albums, the album), whatever the overlap.
 
     Returns:
         The kept unit ids, in order.
     """
     covered: dict[int, set[int]] = {}
+    anchors = album_anchors or {}
     kept = []
     for unit_id, chat_key, msg_ids in ordered:
         ids = set(msg_ids)
         seen = covered.setdefault(chat_key, set())
         if ids and len(ids & seen) / len(ids) >= overlap:
+            continue
+        if unit_id in anchors and anchors[unit_id] in seen:
             continue
         kept.append(unit_id)
         seen.update(ids)

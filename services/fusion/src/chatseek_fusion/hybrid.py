@@ -17,6 +17,10 @@ Invariants:
   ``comments``.
 * No read blocks the event loop: units, chats and messages load in batched queries in worker
   threads.
+* An album is one hit: units hold whole albums, a hit anchored on a photo shows the whole album
+  (its snippet starts with every photo's line, ``album`` lists every photo's caption and
+  extracted text), and a hit whose best message is a photo a better hit already holds is
+  dropped as a repeat of that album.
 """
 
 from __future__ import annotations
@@ -188,26 +192,63 @@ def _anchor(unit: UnitRow, messages: dict[int, MessageRow], best: int | None, qu
     return best_id
 
 
+def _runs(unit: UnitRow, messages: dict[int, MessageRow]) -> list[list[MessageRow]]:
+    """The unit's stored messages in order, the adjacent photos of one album as one run."""
+    runs: list[list[MessageRow]] = []
+    for msg_id in unit.msg_ids:
+        m = messages.get(msg_id)
+        if m is None:
+            continue
+        last = runs[-1][-1] if runs else None
+        if last is not None and m.grouped_id is not None and last.grouped_id == m.grouped_id:
+            runs[-1].append(m)
+        else:
+            runs.append([m])
+    return runs
+
+
+def _render_run(run: Sequence[MessageRow]) -> str:
+    return "\n".join(render_line(m, continues_album=n > 0) for n, m in enumerate(run))
+
+
 def _snippet(unit: UnitRow, messages: dict[int, MessageRow], anchor: int, limit: int) -> str:
-    """The anchor's line first, then its unit neighbours (nearest first, shown in order)."""
-    order = [i for i in unit.msg_ids if i in messages]
-    if anchor not in order:
+    """The anchor's lines first (its whole album when it is a photo of one), then its unit
+    neighbours (nearest first, shown in order)."""
+    runs = _runs(unit, messages)
+    pos = next((n for n, run in enumerate(runs) if any(m.msg_id == anchor for m in run)), None)
+    if pos is None:
         return unit.text[:limit]
-    first = render_line(messages[anchor])
+    first = _render_run(runs[pos])
     used = len(first)
-    pos = order.index(anchor)
     picked: list[int] = []
     step = 1
-    while used < limit and (pos - step >= 0 or pos + step < len(order)):
+    while used < limit and (pos - step >= 0 or pos + step < len(runs)):
         for index in (pos + step, pos - step):
-            if 0 <= index < len(order):
-                line = render_line(messages[order[index]])
-                if used + len(line) + 1 <= limit:
+            if 0 <= index < len(runs):
+                text = _render_run(runs[index])
+                if used + len(text) + 1 <= limit:
                     picked.append(index)
-                    used += len(line) + 1
+                    used += len(text) + 1
         step += 1
-    rest = [render_line(messages[order[i]]) for i in sorted(picked)]
+    rest = [_render_run(runs[i]) for i in sorted(picked)]
     return "\n".join([first, *rest]) if rest else first[: max(limit, 1)]
+
+
+def _album(unit: UnitRow, messages: dict[int, MessageRow], anchor: int) -> list[dict[str, Any]]:
+    """Every photo of the anchor's album in the unit, with its caption and extracted text."""
+    m = messages.get(anchor)
+    if m is None or m.grouped_id is None:
+        return []
+    return [
+        {
+            "msg_id": p.msg_id,
+            "locator": locator(unit.account, unit.chat_id, p.msg_id),
+            "text": p.text,
+            "media": {"kind": p.media_kind, "text": p.media_text or ""},
+        }
+        for p in (messages[i] for i in unit.msg_ids if i in messages)
+        if p.grouped_id == m.grouped_id
+    ]
 
 
 def _iso(ts: int) -> str:
@@ -325,11 +366,36 @@ def _hit(
     }
     if comments is not None:
         hit["comments"] = comments
+    album = _album(unit, messages, anchor)
+    if album:
+        hit["album"] = album
     if cosine is not None:
         hit["cosine"] = round(cosine, 6)
     if params.full:
         hit["text"] = "\n".join([unit.text, *comment_lines]) if comment_lines else unit.text
     return hit
+
+
+def _album_anchors(
+    conn: Connection, units: dict[int, UnitRow], best: dict[int, int], unit_ids: Sequence[int]
+) -> dict[int, int]:
+    """``{unit_id: best message}`` for the units whose best message is a photo of an album."""
+    wanted: dict[tuple[str, int], set[int]] = {}
+    for unit_id in unit_ids:
+        if unit_id in best:
+            u = units[unit_id]
+            wanted.setdefault((u.account, u.chat_id), set()).add(best[unit_id])
+    in_albums: set[tuple[str, int, int]] = set()
+    for (account, chat_id), found in load_messages_of(conn, wanted).items():
+        for m in found.values():
+            if m.grouped_id is not None:
+                in_albums.add((account, chat_id, m.msg_id))
+    return {
+        unit_id: best[unit_id]
+        for unit_id in unit_ids
+        if unit_id in best
+        and (units[unit_id].account, units[unit_id].chat_id, best[unit_id]) in in_albums
+    }
 
 
 def _hits(
@@ -348,7 +414,9 @@ def _hits(
     for e in entries:
         key = chat_index.setdefault((e.unit.account, e.unit.chat_id), len(chat_index))
         ordered.append((e.unit.unit_id, key, e.unit.msg_ids))
-    kept = set(dedup(ordered, config.dedup_overlap)[: params.k])
+    shown = {e.unit.unit_id: e.unit for e in entries}
+    photos = _album_anchors(conn, shown, best_msg, list(shown))
+    kept = set(dedup(ordered, config.dedup_overlap, photos)[: params.k])
     chosen = [e for e in entries if e.unit.unit_id in kept][: params.k]
     chats = load_chats(conn, {(e.unit.account, e.unit.chat_id) for e in chosen})
     wanted: dict[tuple[str, int], set[int]] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import replace
 from typing import Any
 
 from chatseek_core.db import Connection
@@ -80,8 +81,26 @@ def _chat(conn: Connection, account: str, chat_id: int) -> ChatInfo | None:
     return load_chats(conn, [(account, chat_id)]).get((account, chat_id))
 
 
+def _album_head(conn: Connection, m: MessageRow) -> MessageRow:
+    """``m``'s album as one message: its first photo, replying where its first replying photo
+    does (``m`` itself outside albums)."""
+    if m.grouped_id is None:
+        return m
+    photos = query_messages(
+        conn,
+        "m.account = ? AND m.chat_id = ? AND m.grouped_id = ? ORDER BY m.msg_id",
+        (m.account, m.chat_id, m.grouped_id),
+    )
+    reply = next((p.reply_to_msg_id for p in photos if p.reply_to_msg_id is not None), None)
+    return replace(photos[0], reply_to_msg_id=reply) if photos else m
+
+
 def thread(conn: Connection, account: str, chat_id: int, msg_id: int) -> dict[str, Any]:
-    """The whole reply thread holding ``msg_id``, root first; a post with its comments."""
+    """The whole reply thread holding ``msg_id``, root first; a post with its comments.
+
+    An album counts as one message: a reply to any photo belongs to the thread of the whole
+    album, which holds every photo, its first one first when the album is the root.
+    """
     start = _one(conn, account, chat_id, msg_id)
     chat = _chat(conn, account, chat_id)
     if start.comment_channel_id and start.comment_post_id:
@@ -90,21 +109,26 @@ def thread(conn: Connection, account: str, chat_id: int, msg_id: int) -> dict[st
             return _post_thread(conn, account, channel, start.comment_post_id, chat_id, msg_id)
     if chat is not None and chat.type == "channel":
         return _post_thread(conn, account, chat, msg_id, chat_id, msg_id)
-    root = start
+    root = _album_head(conn, start)
     seen = {root.msg_id}
     while root.reply_to_msg_id is not None and root.reply_to_msg_id not in seen:
         parent = load_messages(conn, account, chat_id, [root.reply_to_msg_id])
         if root.reply_to_msg_id not in parent:
             break
-        root = parent[root.reply_to_msg_id]
+        root = _album_head(conn, parent[root.reply_to_msg_id])
         seen.add(root.msg_id)
+    # Down the replies, and from any photo of an album to all of its photos.
     rows = query_messages(
         conn,
         "m.account = ? AND m.chat_id = ? AND m.msg_id IN ("
-        " WITH RECURSIVE t(id) AS (SELECT ? UNION SELECT c.msg_id FROM ingest.messages c, t"
-        "  WHERE c.account = ? AND c.chat_id = ? AND c.reply_to_msg_id = t.id)"
+        " WITH RECURSIVE t(id) AS (SELECT ?"
+        "  UNION SELECT c.msg_id FROM ingest.messages c, t"
+        "  WHERE c.account = ? AND c.chat_id = ? AND c.reply_to_msg_id = t.id"
+        "  UNION SELECT s.msg_id FROM t JOIN ingest.messages p ON p.account = ?"
+        "   AND p.chat_id = ? AND p.msg_id = t.id JOIN ingest.messages s"
+        "   ON s.account = p.account AND s.chat_id = p.chat_id AND s.grouped_id = p.grouped_id)"
         f" SELECT id FROM t LIMIT {MAX_THREAD}) ORDER BY m.date, m.msg_id",
-        (account, chat_id, root.msg_id, account, chat_id),
+        (account, chat_id, root.msg_id, account, chat_id, account, chat_id),
     )
     rows.sort(key=lambda m: (m.msg_id != root.msg_id, m.date, m.msg_id))
     return {

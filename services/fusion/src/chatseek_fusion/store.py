@@ -2,7 +2,8 @@
 
 The connection has ``ingest.db`` and ``unitize.db`` attached read-only as ``ingest`` and
 ``unitize``; nothing here writes. Message lines use the unit text format,
-``[YYYY-MM-DD HH:MM] Sender: text`` (UTC), so snippets read like the units they come from.
+``[YYYY-MM-DD HH:MM] Sender: text`` (UTC), so snippets read like the units they come from; an
+album's later photos continue its first line's group, indented (``ALBUM_INDENT``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from chatseek_core.db import Connection
 
 __all__ = [
+    "ALBUM_INDENT",
     "COPY_WINDOW_S",
     "ChannelCopy",
     "ChatInfo",
@@ -34,6 +36,7 @@ _CHUNK = 400
 # Telegram copies a channel post into the linked discussion group within seconds.
 COPY_WINDOW_S = 120
 _CHANNEL_MARK = -1_000_000_000_000
+ALBUM_INDENT = "    "  # as unitize renders an album's second and later photos
 _MEDIA_MARKERS = {
     "photo": "[photo]",
     "video": "[video]",
@@ -112,6 +115,7 @@ class MessageRow:
     content_hash: str
     comment_channel_id: int | None
     comment_post_id: int | None
+    grouped_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -188,7 +192,7 @@ def load_chats(
 _MESSAGE_COLUMNS = (
     "m.account, m.chat_id, m.msg_id, m.date, m.sender_id, m.sender_name, m.text,"
     " m.reply_to_msg_id, m.topic_id, m.kind, md.kind, md.file_name, md.extracted_text,"
-    " m.content_hash, m.comment_channel_id, m.comment_post_id"
+    " m.content_hash, m.comment_channel_id, m.comment_post_id, m.grouped_id"
 )
 
 
@@ -210,6 +214,7 @@ def _message(r: Sequence[Any]) -> MessageRow:
         content_hash=r[13],
         comment_channel_id=r[14],
         comment_post_id=r[15],
+        grouped_id=r[16],
     )
 
 
@@ -312,8 +317,12 @@ def query_messages(conn: Connection, where: str, params: Sequence[Any]) -> list[
     ]
 
 
-def render_line(m: MessageRow) -> str:
-    """``[YYYY-MM-DD HH:MM] Sender: text`` with a visible media marker and its extracted text."""
+def render_line(m: MessageRow, *, continues_album: bool = False) -> str:
+    """``[YYYY-MM-DD HH:MM] Sender: text`` with a visible media marker and its extracted text.
+
+    ``continues_album`` renders an album's second or later photo: ``ALBUM_INDENT`` and the
+    body, the album's first line carrying time and sender.
+    """
     stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(m.date))
     parts = []
     if m.media_kind:
@@ -325,4 +334,6 @@ def render_line(m: MessageRow) -> str:
             parts.append(" ".join(m.media_text.split()))
     if m.text:
         parts.append(" ".join(m.text.split()))
+    if continues_album:
+        return ALBUM_INDENT + " ".join(parts)
     return f"[{stamp}] {m.sender_name or 'unknown'}: {' '.join(parts)}"

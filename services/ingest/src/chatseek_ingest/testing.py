@@ -360,18 +360,31 @@ class FakeTelegram:
         target.messages[msg_id] = (types.Message, kwargs)
         return self._materialise(target, msg_id)
 
-    def album(self, chat: Any, count: int, caption: str = "", *, sender: Any = None) -> list[Any]:
+    def album(
+        self,
+        chat: Any,
+        count: int,
+        caption: str = "",
+        *,
+        sender: Any = None,
+        captions: Sequence[str] | None = None,
+        reply_to: int | None = None,
+    ) -> list[Any]:
         """Send an album of ``count`` photos as Telegram does: one message per photo, one shared
-        ``grouped_id``, the caption on the first; returns the messages."""
+        ``grouped_id``, one date, the caption on the first (or ``captions``, one per photo, as
+        the app allows) and ``reply_to`` on every photo; returns the messages."""
+        if captions is not None and len(captions) != count:
+            raise ValueError("captions must give one caption per photo")
         self._albums += 1
         grouped = 13_000_000_000_000_000 + self._albums
         date = self._next_date()
         return [
             self.send(
                 chat,
-                caption if n == 0 else "",
+                captions[n] if captions is not None else (caption if n == 0 else ""),
                 sender=sender,
                 date=date,
+                reply_to=reply_to,
                 media=photo(self._albums * 100 + n),
                 grouped_id=grouped,
             )

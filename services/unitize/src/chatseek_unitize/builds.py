@@ -10,12 +10,15 @@ units (kind ``conversation``). Invariants:
   new and dropped chunks are announced, in the publishing transaction.
 * Stale agent answers are not applied; builds of one chat never overlap in the process.
 * A chat gone from the store takes its builds, chunks and answers along (``drop_chat_builds``).
+* A message gone from the store leaves the current build's chunks at once (``prune_chunks``),
+  so its text is no longer searchable; links and conversation rows keep it until the next build.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -50,6 +53,7 @@ __all__ = [
     "default_scorer",
     "discard_unfinished",
     "drop_chat_builds",
+    "prune_chunks",
     "scorer_name",
 ]
 
@@ -57,6 +61,7 @@ log = logging.getLogger(__name__)
 
 CHUNK_KIND = "conversation"
 UNKNOWN_SENDER = "unknown"
+_IN_CHUNK = 500
 WRITE_BATCH = 5000
 """Links (or chunks) written per transaction while a build is in progress."""
 
@@ -185,6 +190,98 @@ def drop_chat_builds(conn: Connection, writer: UnitWriter, account: str, chat_id
     conn.executemany("DELETE FROM conversation_builds WHERE build_id = ?", builds)
     conn.execute("DELETE FROM agent_answers WHERE account = ? AND chat_id = ?", (account, chat_id))
     return len(builds)
+
+
+def prune_chunks(
+    conn: Connection, writer: UnitWriter, account: str, chat_id: int, gone: Iterable[int]
+) -> int:
+    """Take messages ingest no longer has out of the chat's current conversation chunks.
+
+    Runs inside the caller's transaction. Each chunk holding one is rendered again from its
+    remaining messages under the key of its new text (``h:<hash>``, a free ``:<n>`` appended on
+    a clash), so the word index and the vectors replace it; a chunk left without words is
+    deleted. Nothing is pruned while a build of the chat is running: that build loaded the
+    messages before it began and publishes its own chunks.
+
+    Returns:
+        How many chunks were rewritten or deleted.
+    """
+    ids = sorted(set(gone))
+    if not ids or _building(conn, account, chat_id):
+        return 0
+    unit_ids: set[int] = set()
+    for start in range(0, len(ids), _IN_CHUNK):
+        part = ids[start : start + _IN_CHUNK]
+        marks = ",".join("?" * len(part))
+        unit_ids.update(
+            int(r[0])
+            for r in conn.execute(
+                "SELECT DISTINCT m.unit_id FROM unit_members m JOIN units u"
+                " ON u.unit_id = m.unit_id JOIN current_builds c ON c.build_id = u.build_id"
+                f" WHERE m.account = ? AND m.chat_id = ? AND m.msg_id IN ({marks})"
+                " AND u.kind = ?",
+                (account, chat_id, *part, CHUNK_KIND),
+            )
+        )
+    if not unit_ids:
+        return 0
+    marks = ",".join("?" * len(unit_ids))
+    chunks = stored_units(conn, account, chat_id, f"unit_id IN ({marks})", sorted(unit_ids))
+    for chunk in chunks:
+        left = loader.load_ids(conn, account, chat_id, chunk.msg_ids)
+        seq = sorted(left.values(), key=chrono_key)
+        pieces = chunk_conversation(seq, target_chars=sys.maxsize)
+        if not pieces:
+            writer.delete([chunk])
+            continue
+        (piece,) = pieces
+        members = [left[i] for i in piece.msg_ids]
+        names: dict[str, None] = {}
+        for m in members:
+            names.setdefault(m.sender_name or UNKNOWN_SENDER, None)
+        key = _free_key(conn, account, chat_id, chunk, piece.content_hash)
+        unit = ChunkUnit(
+            key=key,
+            topic_id=members[0].topic_id,
+            msg_ids=piece.msg_ids,
+            first_date=min(m.date for m in members),
+            last_date=max(m.date for m in members),
+            senders=tuple(names),
+            reactions=sum(m.reactions for m in members),
+            text=piece.text,
+            content_hash=piece.content_hash,
+        )
+        writer.sync(chat_id, None, [chunk], [unit], build_id=chunk.build_id)
+    return len(chunks)
+
+
+def _building(conn: Connection, account: str, chat_id: int) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM conversation_builds WHERE account = ? AND chat_id = ?"
+        " AND state = 'building'",
+        (account, chat_id),
+    ).fetchone()
+    return row is not None
+
+
+def _free_key(
+    conn: Connection, account: str, chat_id: int, chunk: StoredUnit, content_hash: str
+) -> str:
+    """``h:<content_hash>``, or its first ``:<n>`` variant no other chunk of the topic holds."""
+    base = f"h:{content_hash}"
+    n = 0
+    while True:
+        key = base if n == 0 else f"{base}:{n}"
+        if key == chunk.key:
+            return key
+        row = conn.execute(
+            "SELECT 1 FROM units WHERE account = ? AND chat_id = ? AND topic_key = ?"
+            " AND kind = ? AND key = ?",
+            (account, chat_id, chunk.topic_key, CHUNK_KIND, key),
+        ).fetchone()
+        if row is None:
+            return key
+        n += 1
 
 
 def discard_unfinished(conn: Connection, account: str = "", chat_id: int | None = None) -> int:

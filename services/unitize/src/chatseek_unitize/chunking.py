@@ -2,8 +2,9 @@
 
 Invariants:
 * Chunks break only at message boundaries and hold one ``render_line`` line per message
-  (sender names included), in ``chrono_key`` order; together they cover every unit member of
-  the conversation exactly once.
+  (sender names included; an album's later photos as its indented continuation lines), in
+  ``chrono_key`` order; together they cover every unit member of the conversation exactly
+  once.
 * A chunk closes before the line that would take it past ``target_chars``, never inside an
   album; a single longer message is a chunk of its own. A short tail (under
   ``TAIL_MIN_FRACTION`` of the target) joins the chunk before it when the two stay within
@@ -91,8 +92,9 @@ def chunk_conversation(
     current: list[tuple[Msg, str]] = []
     chars = 0
     for m in members:
-        line = render_line(m)
-        if current and chars + 1 + len(line) > target_chars and not same_album(current[-1][0], m):
+        joins_album = bool(current) and same_album(current[-1][0], m)
+        line = render_line(m, continues_album=joins_album)
+        if current and not joins_album and chars + 1 + len(line) > target_chars:
             runs.append(current)
             current, chars = [], 0
         chars = len(line) if not current else chars + 1 + len(line)

@@ -9,6 +9,10 @@ Invariants:
   re-cut that starts at an old window's first message reproduces every later unchanged window.
   ``recut_anchor`` gives that start for a change, ``recut_from`` cuts from it.
 * Different topics never share a unit; reply edges across topics are ignored.
+* An album (the messages of one media group, ``grouped_id``) is never cut apart: no window,
+  thread, post or part closes inside it, and a reply to any of its photos is a reply to the
+  album. In a unit its photos are one line group: the first carries the ``[time] Sender:``
+  header, each further photo follows on a line of its own, indented (``ALBUM_INDENT``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from chatseek_core.errors import InvalidValue
 from chatseek_unitize.model import RECIPE_VERSION, CutConfig, Msg, Unit, UnitKind, content_hash
 
 __all__ = [
+    "ALBUM_INDENT",
     "CHANNEL_CHAT_TYPES",
     "MEDIA_TEXT_MAX_CHARS",
     "chrono_key",
@@ -34,7 +39,9 @@ __all__ = [
     "recut_anchor",
     "recut_from",
     "render_line",
+    "render_lines",
     "same_album",
+    "thread_graph",
     "thread_roots_of",
 ]
 
@@ -44,6 +51,8 @@ MEDIA_TEXT_MAX_CHARS = 4000
 SECONDS_PER_MINUTE = 60
 UNKNOWN_SENDER = "unknown"
 ELLIPSIS = "…"
+ALBUM_INDENT = "    "
+"""What starts the line of an album's second and later photos in place of time and sender."""
 _STAMP_CACHE_SIZE = 65_536
 
 CHANNEL_CHAT_TYPES = frozenset({"channel", "public_channel", "private_channel"})
@@ -115,7 +124,7 @@ def _marker(m: Msg) -> str:
     return f"[{label}: {detail}]" if detail else f"[{label}]"
 
 
-def render_line(m: Msg) -> str:
+def render_line(m: Msg, *, continues_album: bool = False) -> str:
     """One message as one line: ``[YYYY-MM-DD HH:MM] Sender: <marker> <media text> <text>``.
 
     The time is UTC. Media shows as a visible marker (``[photo]``, ``[voice]``,
@@ -124,6 +133,8 @@ def render_line(m: Msg) -> str:
     ``MEDIA_TEXT_MAX_CHARS``; the message text or caption comes last. Line breaks and runs of
     whitespace fold to one space so a message is always exactly one line. Any message renders,
     service messages included, but service messages are never unit members.
+    ``continues_album`` renders the line of an album's second or later photo: ``ALBUM_INDENT``
+    and the body, without time and sender (the album's first line carries them).
     """
     parts = []
     marker = _marker(m)
@@ -135,30 +146,44 @@ def render_line(m: Msg) -> str:
         parts.append(_clip(_one_line(m.media_text), MEDIA_TEXT_MAX_CHARS))
     if m.text:
         parts.append(_one_line(m.text))
-    name = _one_line(m.sender_name) or UNKNOWN_SENDER
     body = " ".join(p for p in parts if p)
+    if continues_album:
+        return ALBUM_INDENT + body
+    name = _one_line(m.sender_name) or UNKNOWN_SENDER
     stamp = _minute_stamp(m.date // SECONDS_PER_MINUTE)
     return f"[{stamp}] {name}: {body}" if body else f"[{stamp}] {name}:"
 
 
+def render_lines(seq: Sequence[Msg]) -> list[str]:
+    """The lines of ``seq`` in order, one per message, an album's photos as one line group.
+
+    A message right after another photo of its album renders with ``continues_album`` (no
+    time or sender of its own); every other message renders as ``render_line`` does.
+    """
+    return [
+        render_line(m, continues_album=i > 0 and same_album(seq[i - 1], m))
+        for i, m in enumerate(seq)
+    ]
+
+
 class _Lines:
-    """Rendered lines by message id, each message rendered at most once per cut."""
+    """Rendered lines by message id, each message rendered at most once per cut and form."""
 
     __slots__ = ("_cache",)
 
     def __init__(self) -> None:
-        self._cache: dict[int, str] = {}
+        self._cache: dict[tuple[int, bool], str] = {}
 
-    def __call__(self, m: Msg) -> str:
-        line = self._cache.get(m.msg_id)
+    def __call__(self, m: Msg, continues_album: bool = False) -> str:
+        line = self._cache.get((m.msg_id, continues_album))
         if line is None:
-            line = render_line(m)
-            self._cache[m.msg_id] = line
+            line = render_line(m, continues_album=continues_album)
+            self._cache[(m.msg_id, continues_album)] = line
         return line
 
 
 def _make_unit(kind: UnitKind, key: str, seq: Sequence[Msg], lines: _Lines) -> Unit:
-    text = "\n".join(lines(m) for m in seq)
+    text = "\n".join(lines(m, i > 0 and same_album(seq[i - 1], m)) for i, m in enumerate(seq))
     senders: dict[str, None] = {}
     for m in seq:
         senders.setdefault(_one_line(m.sender_name) or UNKNOWN_SENDER, None)
@@ -202,10 +227,11 @@ def _cut_window_run(members: Sequence[Msg], cfg: CutConfig, lines: _Lines) -> li
     current: list[Msg] = []
     chars = 0
     for m in members:
-        width = len(lines(m))
+        joins_album = bool(current) and same_album(current[-1], m)
+        width = len(lines(m, joins_album))
         if (
             current
-            and not same_album(current[-1], m)
+            and not joins_album
             and (
                 m.date - current[-1].date > gap_s
                 or len(current) >= cfg.window_max_msgs
@@ -340,26 +366,91 @@ def thread_roots_of(msg_ids: Iterable[int], parents: Mapping[int, int]) -> list[
     return sorted(roots)
 
 
+def _album_runs(seq: Sequence[Msg]) -> list[list[Msg]]:
+    """``seq`` in runs: the adjacent photos of one album together, every other message alone."""
+    runs: list[list[Msg]] = []
+    for m in seq:
+        if runs and same_album(runs[-1][-1], m):
+            runs[-1].append(m)
+        else:
+            runs.append([m])
+    return runs
+
+
 def _split_parts(seq: Sequence[Msg], cap: int) -> list[list[Msg]]:
-    """The first ``cap`` messages, then continuations of the root plus ``cap - 1`` more."""
-    parts = [list(seq[:cap])]
-    root = seq[0]
-    for start in range(cap, len(seq), cap - 1):
-        parts.append([root, *seq[start : start + cap - 1]])
+    """Parts of at most ``cap`` messages, each continuation repeating the root first.
+
+    The root is ``seq``'s first message, or the whole album it opens. A part never closes
+    inside an album, and holds more than ``cap`` only where the root and one album need it.
+    """
+    runs = _album_runs(seq)
+    root = runs[0]
+    parts = [list(root)]
+    for run in runs[1:]:
+        if len(parts[-1]) > len(root) and len(parts[-1]) + len(run) > cap:
+            parts.append(list(root))
+        parts[-1].extend(run)
     return parts
+
+
+def _album_heads(members: Iterable[Msg]) -> dict[int, int]:
+    """Each member's album head: the album's first photo (``chrono_key``), else itself."""
+    firsts: dict[tuple[int | None, int], Msg] = {}
+    for m in members:
+        if m.grouped_id is not None:
+            key = (m.topic_id, m.grouped_id)
+            known = firsts.get(key)
+            if known is None or chrono_key(m) < chrono_key(known):
+                firsts[key] = m
+    return {
+        m.msg_id: (m.msg_id if m.grouped_id is None else firsts[(m.topic_id, m.grouped_id)].msg_id)
+        for m in members
+    }
+
+
+def _album_edges(members: Sequence[Msg], heads: Mapping[int, int]) -> dict[int, int]:
+    """Reply edges between albums (and single messages), keyed by album head.
+
+    A reply to any photo of an album is a reply to its head; an album replies to what its
+    earliest replying photo replies to. An edge counts only when the parent's head comes
+    first in ``chrono_key`` order, so the graph stays a forest.
+    """
+    by_id = {m.msg_id: m for m in members}
+    edges: dict[int, int] = {}
+    for child, parent in sorted(parent_map(members).items(), key=lambda e: chrono_key(by_id[e[0]])):
+        c, p = heads[child], heads[parent]
+        if c != p and c not in edges and chrono_key(by_id[p]) < chrono_key(by_id[c]):
+            edges[c] = p
+    return edges
+
+
+def thread_graph(msgs: Iterable[Msg]) -> tuple[dict[int, int], dict[int, int]]:
+    """The reply graph threads are cut from, an album counting as one message.
+
+    Returns:
+        ``(heads, edges)``: each unit member's album head (its album's first photo, else the
+        member itself), and the counted reply edges ``{head: parent head}``. Pass ``edges`` to
+        ``thread_roots_of`` with heads as ids to find the thread roots.
+    """
+    members = [m for m in msgs if is_unit_member(m)]
+    heads = _album_heads(members)
+    return heads, _album_edges(members, heads)
 
 
 def _cut_threads(
     members: Sequence[Msg], cfg: CutConfig, lines: _Lines, roots: Collection[int] | None
 ) -> list[Unit]:
     by_id = {m.msg_id: m for m in members}
-    edges = parent_map(members)
+    heads, edges = thread_graph(members)
+    photos: dict[int, list[Msg]] = {}
+    for m in members:
+        photos.setdefault(heads[m.msg_id], []).append(m)
     children: dict[int, list[int]] = {}
     for child, parent in edges.items():
         children.setdefault(parent, []).append(child)
     root_ids = [r for r in children if r not in edges]
     if roots is not None:
-        wanted = set(roots)
+        wanted = {heads.get(r, r) for r in roots}
         root_ids = [r for r in root_ids if r in wanted]
     root_ids.sort(key=lambda r: (_topic_order(by_id[r].topic_id), chrono_key(by_id[r])))
     units: list[Unit] = []
@@ -368,7 +459,7 @@ def _cut_threads(
         stack = [root_id]
         while stack:
             node = stack.pop()
-            thread.append(by_id[node])
+            thread.extend(photos[node])
             stack.extend(children.get(node, ()))
         thread.sort(key=chrono_key)
         for part, seq in enumerate(_split_parts(thread, cfg.thread_max_msgs)):
@@ -385,6 +476,10 @@ def cut_threads(
     thread is the root and all its descendants in chronological order, in parts of at most
     ``thread_max_msgs`` messages. Part 0 starts with the root; every continuation part repeats
     the root line first, then the next ``thread_max_msgs - 1`` messages.
+
+    An album counts as one message: a reply to any of its photos joins the thread of the whole
+    album, which is keyed by (and, as a root, repeated from) its first photo; no part closes
+    inside an album. ``roots`` may name any photo of a root album.
 
     Args:
         msgs: Messages of the chat (or at least every message of the threads wanted).
@@ -409,7 +504,7 @@ def _cut_posts(
     lines: _Lines,
 ) -> list[Unit]:
     units: list[Unit] = []
-    for album in _post_groups(sorted((p for p in posts if is_unit_member(p)), key=chrono_key)):
+    for album in _album_runs(sorted((p for p in posts if is_unit_member(p)), key=chrono_key)):
         post = album[0]
         comments = sorted(
             (
@@ -427,17 +522,6 @@ def _cut_posts(
     return units
 
 
-def _post_groups(posts: Sequence[Msg]) -> list[list[Msg]]:
-    """Posts one by one, except that the posts of one album make one group."""
-    groups: list[list[Msg]] = []
-    for post in posts:
-        if groups and same_album(groups[-1][-1], post):
-            groups[-1].append(post)
-        else:
-            groups.append([post])
-    return groups
-
-
 def cut_posts(
     posts: Iterable[Msg],
     comments_by_post: Mapping[int, Sequence[Msg]] | None = None,
@@ -446,11 +530,13 @@ def cut_posts(
     """One unit per channel post; with comments, the post followed by its comments.
 
     The posts of one album (media group) are one post: their unit holds every photo's line,
-    then the comments on any of them, and is keyed by the album's first post.
+    then the comments on any of them, and is keyed by the album's first post. An album among
+    the comments stays whole too.
 
     Comments (discussion-group messages, keyed by the channel post id they belong to) follow
     in chronological order. A post with more than ``thread_max_msgs - 1`` comments continues
-    in parts ``p:<post id>:<n>`` that repeat the post line first, like threads. In a post unit
+    in parts ``p:<post id>:<n>`` that repeat the post line (an album's lines) first, like
+    threads. In a post unit
     ``msg_ids[0]`` is the channel post; the ids after it are discussion-group message ids.
 
     Returns:

@@ -3,8 +3,9 @@
 Invariants:
 * Messages are processed per topic in ``chrono_key`` order; a parent is always an earlier,
   linkable message of the same topic, so the graph is a forest and never crosses topics.
-* Precedence: an explicit reply to a present message, then a valid stored agent answer, then
-  the scorer. Every link records its reason and a confidence in [0, 1].
+* Precedence: an album's later photo links to the photo before it (an album is never split
+  between conversations), then an explicit reply to a present message, then a valid stored
+  agent answer, then the scorer. Every link records its reason and a confidence in [0, 1].
 * Service messages and messages with neither text nor media get no link and are never
   parents: they belong to no conversation.
 * Scorers read only a ``LinkContext`` and the decisions committed so far; the learned one
@@ -26,7 +27,7 @@ import numpy as np
 
 from chatseek_core.errors import InvalidValue
 from chatseek_core.text import normalise, stems
-from chatseek_unitize.cutting import chrono_key, is_unit_member
+from chatseek_unitize.cutting import chrono_key, is_unit_member, same_album
 from chatseek_unitize.linkfeatures import (
     DYNAMIC_FEATURES,
     MESSAGE_FEATURES,
@@ -70,7 +71,7 @@ MIN_FIRST_NAME_CHARS = 3
 WEIGHTS_PATH = Path(__file__).with_name("link_weights.json")
 WEIGHTS_FORMAT = 2
 
-LinkReason = Literal["reply", "agent", "mention", "same_author", "scored", "new"]
+LinkReason = Literal["album", "reply", "agent", "mention", "same_author", "scored", "new"]
 
 _TOKEN_STRIP = ".,:;!?()[]{}\"'<>«»“”„…*"
 _NAME_TRAILING = "_`-|^.:,!?"
@@ -93,8 +94,8 @@ class Link:
         msg_id: The message.
         parent_id: Its parent (an earlier message of the same topic), or None when it starts
             a conversation.
-        reason: Why: 'reply', 'agent', 'mention', 'same_author', 'scored' or 'new'.
-        confidence: In [0, 1]; 1.0 for replies and agent answers.
+        reason: Why: 'album', 'reply', 'agent', 'mention', 'same_author', 'scored' or 'new'.
+        confidence: In [0, 1]; 1.0 for album photos, replies and agent answers.
         rejected: Runner-up candidates the scorer considered, as (candidate id, score);
             candidate id -1 stands for "new conversation".
     """
@@ -459,8 +460,9 @@ def build_links(
 ) -> list[Link]:
     """Give every linkable message of a chat its parent decision.
 
-    Per topic, in ``chrono_key`` order: (1) a reply to an earlier linkable message of the
-    same topic links there (reason 'reply'); (2) else a stored agent answer applies when it
+    Per topic, in ``chrono_key`` order: (0) a photo right after another of its album links
+    to it (reason 'album'); (1) a reply to an earlier linkable message of the same topic
+    links there (reason 'reply'); (2) else a stored agent answer applies when it
     says "new conversation" (None) or names an earlier linkable message of the same topic
     (reason 'agent'; other answers are ignored); (3) else the scorer decides.
 
@@ -500,6 +502,8 @@ def _decide(
     answers: Mapping[int, int | None],
     scorer: LinkScorer,
 ) -> Link:
+    if i > 0 and same_album(ctx.msgs[i - 1], m):
+        return Link(m.msg_id, ctx.msgs[i - 1].msg_id, "album", 1.0)
     if m.reply_to is not None:
         target = ctx.index.get(m.reply_to)
         if target is not None and target < i:

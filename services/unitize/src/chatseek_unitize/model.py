@@ -6,9 +6,10 @@ Invariants:
   the same key, so stored unit ids and vectors survive a re-cut.
 * ``Unit.content_hash`` is the sha256 of the recipe version and the unit text, so a change to
   either invalidates derived rows (FTS rows, vectors) and nothing else does.
-* ``RECIPE_VERSION`` changes whenever the cutting rules or the line rendering change. (Keeping
-  albums together did not change it: it only concerns messages with a ``grouped_id``, which no
-  message stored before it had, so every existing unit stays exactly as it was.)
+* ``RECIPE_VERSION`` changes whenever the cutting rules or the line rendering change for units
+  in general. A change that only concerns some units re-cuts every chat through a migration
+  that marks it pending instead (recipe 0), so that the other units keep their hashes and
+  vectors: albums (messages with a ``grouped_id``) did so in unitize migration 3.
 """
 
 from __future__ import annotations

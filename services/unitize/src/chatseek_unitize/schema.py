@@ -125,7 +125,14 @@ CREATE INDEX units_by_build ON units(build_id) WHERE build_id IS NOT NULL;
 CREATE INDEX conversation_builds_by_state ON conversation_builds(state, account, chat_id);
 """
 
+# Albums in reply threads, and an album's photos as one line group under one header: only units
+# holding an album change. Every chat is marked for one whole re-cut at the same recipe (0 is
+# below any RECIPE_VERSION), so units without albums come back with the same hash and are not
+# written, announced or embedded again, as a new RECIPE_VERSION would make them.
+_M003 = "UPDATE chat_recipes SET recipe = 0;"
+
 MIGRATIONS = [
     Migration(1, "initial", _M001),
     Migration(2, "unit and build lookups", _M002),
+    Migration(3, "re-cut chats for albums", _M003),
 ]

@@ -7,7 +7,9 @@ Invariants:
   starts before it (``recut_anchor``) until they rejoin the stored ones, the reply threads whose
   roots reach it before or after the change, and the channel posts it is or comments on.
 * A chat seen for the first time, or on an older recipe, is cut whole in its own transaction
-  while its old units stay searchable. Ids, no-op skips and events follow ``store.UnitWriter``.
+  while its old units stay searchable. A deleted message also leaves the conversation chunks
+  of the chat's current build (``builds.prune_chunks``). Ids, no-op skips and events follow
+  ``store.UnitWriter``.
 """
 
 from __future__ import annotations
@@ -20,16 +22,17 @@ from typing import Any
 from chatseek_core import db, feed
 from chatseek_core.db import Connection
 from chatseek_unitize import loader
-from chatseek_unitize.builds import drop_chat_builds
+from chatseek_unitize.builds import drop_chat_builds, prune_chunks
 from chatseek_unitize.cutting import (
     CHANNEL_CHAT_TYPES,
     chrono_key,
     cut_chat,
     cut_posts,
     cut_threads,
-    parent_map,
     recut_anchor,
     recut_from,
+    thread_graph,
+    thread_roots_of,
 )
 from chatseek_unitize.model import RECIPE_VERSION, CutConfig, Msg, Unit, content_hash
 from chatseek_unitize.store import StoredUnit, UnitWriter, held_units, stored_units
@@ -54,9 +57,9 @@ FEED_NAME = "ingest"
 MESSAGE_EVENT = "message"
 DEFAULT_BATCH = 2000
 WINDOW_PAGE = 256
+"""Messages read per page while re-cutting windows; doubled when a page closes no window."""
 ALBUM_MAX = 10
 """The most photos (or videos, files) Telegram puts in one album."""
-"""Messages read per page while re-cutting windows; doubled when a page closes no window."""
 
 Key = tuple[int, int]
 Progress = Callable[[tuple[int, int, str]], None]
@@ -216,6 +219,7 @@ def _apply_chat(
         _recut_threads(conn, writer, account, chat_id, changed, present, held, cfg)
     if info is not None:
         _set_recipe(conn, account, chat_id, whole=whole)
+        prune_chunks(conn, writer, account, chat_id, changed - set(present))
     else:
         conn.execute(
             "DELETE FROM chat_recipes WHERE account = ? AND chat_id = ?", (account, chat_id)
@@ -352,40 +356,74 @@ def _cut_until_unchanged(
 # --- threads ---
 
 
-def _true_roots(
-    conn: Connection,
-    account: str,
-    chat_id: int,
-    starts: Iterable[int],
-    cache: dict[int, Msg | None],
+def _close_up(
+    conn: Connection, account: str, chat_id: int, starts: Iterable[int], pool: dict[int, Msg]
+) -> None:
+    """Load into ``pool`` everything above ``starts``: reply targets and album photos, to the top.
+
+    ``pool`` holds loaded messages by id; ids that ingest no longer has stay out of it.
+    """
+    tried: set[int] = set(pool)
+    albums: set[int] = set()
+    pending = [pool[s] for s in starts if s in pool]
+    while pending:
+        wanted = {m.reply_to for m in pending if m.reply_to is not None} - tried
+        groups = {m.grouped_id for m in pending if m.grouped_id is not None} - albums
+        tried |= wanted
+        albums |= groups
+        found = loader.load_ids(conn, account, chat_id, wanted) if wanted else {}
+        if groups:
+            found.update(loader.album_members(conn, account, chat_id, groups))
+        pending = [m for i, m in found.items() if i not in pool]
+        for m in pending:
+            pool[m.msg_id] = m
+        tried |= set(found)
+
+
+def _close_down(
+    conn: Connection, account: str, chat_id: int, roots: Iterable[int], pool: dict[int, Msg]
 ) -> set[int]:
-    """Walk each start up its counted reply edges (``parent_map``) to its root."""
-    roots: set[int] = set()
-    seen: set[int] = set()
-    frontier = {s for s in starts if cache.get(s) is not None}
+    """Load into ``pool`` everything below ``roots``: replies and album photos, to the leaves.
+
+    Returns:
+        The ids of ``roots`` and of everything below them.
+    """
+    below = {r for r in roots if r in pool}
+    frontier = set(below)
     while frontier:
-        seen |= frontier
-        wanted = set()
-        for node in frontier:
-            msg = cache[node]
-            if msg is not None and msg.reply_to is not None and msg.reply_to not in cache:
-                wanted.add(msg.reply_to)
-        if wanted:
-            found = loader.load_ids(conn, account, chat_id, wanted)
-            for msg_id in wanted:
-                cache[msg_id] = found.get(msg_id)
-        nxt: set[int] = set()
-        for node in frontier:
-            msg = cache[node]
-            assert msg is not None
-            parent = cache.get(msg.reply_to) if msg.reply_to is not None else None
-            if parent is not None and msg.msg_id in parent_map((parent, msg)):
-                if parent.msg_id not in seen:
-                    nxt.add(parent.msg_id)
-            else:
-                roots.add(node)
-        frontier = nxt
-    return roots
+        found = {k.msg_id: k for k in loader.children_of(conn, account, chat_id, frontier)}
+        groups = {
+            m.grouped_id
+            for m in (*(pool[i] for i in frontier), *found.values())
+            if m.grouped_id is not None
+        }
+        if groups:
+            found.update(loader.album_members(conn, account, chat_id, groups))
+        for i, m in found.items():
+            pool.setdefault(i, m)
+        frontier = set(found) - below
+        below |= frontier
+    return below
+
+
+def _thread_roots(
+    conn: Connection, account: str, chat_id: int, starts: set[int], pool: dict[int, Msg]
+) -> set[int]:
+    """The roots of every thread that ``starts`` are in, with each such thread in ``pool``.
+
+    Roots are album heads (see ``thread_graph``). A thread found below a root is walked up as
+    well, since one of its albums may reply elsewhere; the loop ends when no new root appears.
+    """
+    roots: set[int] = set()
+    while True:
+        _close_up(conn, account, chat_id, starts, pool)
+        heads, edges = thread_graph(pool.values())
+        found = set(thread_roots_of([heads.get(s, s) for s in starts if s in pool], edges))
+        fresh = found - roots
+        if not fresh:
+            return roots
+        roots |= fresh
+        starts = _close_down(conn, account, chat_id, fresh, pool)
 
 
 def _thread_units(
@@ -415,31 +453,32 @@ def _recut_threads(
     held: Sequence[StoredUnit],
     cfg: CutConfig,
 ) -> None:
-    cache: dict[int, Msg | None] = {i: present.get(i) for i in changed}
+    """Re-cut the threads the changed messages are, were or now become part of.
+
+    Candidates are the changed messages, the roots of the thread units that held them (and,
+    for an album root whose first photo went, its other photos), and the replies to any of
+    them; every thread any candidate is in is cut again from its root.
+    """
+    pool: dict[int, Msg] = dict(present)
     candidates = set(present)
+    held_ids: set[int] = set()
     for unit in held:
         if unit.kind == "thread":
             root = int(unit.key.split(":")[1])
             candidates.add(root)
-            if root not in cache:
-                cache.update(loader.load_ids(conn, account, chat_id, [root]))
-                cache.setdefault(root, None)
-    for child in loader.children_of(conn, account, chat_id, changed):
-        cache[child.msg_id] = child
+            held_ids.add(root)
+            held_ids.update(i for i in unit.msg_ids[1:] if root < i <= root + ALBUM_MAX)
+    pool.update(loader.load_ids(conn, account, chat_id, held_ids - set(pool)))
+    candidates |= held_ids & set(pool)
+    groups = {m.grouped_id for m in present.values() if m.grouped_id is not None}
+    photos = loader.album_members(conn, account, chat_id, groups) if groups else {}
+    for msg_id, photo in photos.items():
+        pool.setdefault(msg_id, photo)
+    for child in loader.children_of(conn, account, chat_id, changed | set(photos)):
+        pool.setdefault(child.msg_id, child)
         candidates.add(child.msg_id)
-    roots = _true_roots(conn, account, chat_id, candidates, cache)
-    subtree: dict[int, Msg] = {}
-    for root in roots:
-        msg = cache[root]
-        assert msg is not None
-        subtree[root] = msg
-    frontier = list(roots)
-    while frontier:
-        kids = loader.children_of(conn, account, chat_id, frontier)
-        frontier = [k.msg_id for k in kids if k.msg_id not in subtree]
-        for kid in kids:
-            subtree.setdefault(kid.msg_id, kid)
-    new = cut_threads(subtree.values(), cfg, roots=roots) if roots else []
+    roots = _thread_roots(conn, account, chat_id, {c for c in candidates if c in pool}, pool)
+    new = cut_threads(pool.values(), cfg, roots=roots) if roots else []
     old = _thread_units(conn, account, chat_id, candidates | roots)
     writer.sync(chat_id, None, old, new)
 

@@ -112,6 +112,14 @@ def _search(args: argparse.Namespace) -> int:
         sender = item.get("sender", {})
         print(f"{item['date']}  {chat.get('title') or chat.get('id')}  {sender.get('name', '')}")
         print(f"    {item.get('snippet') or item.get('text', '')}")
+        album = item.get("album") or []
+        if album:
+            matched = sum(1 for photo in album if photo.get("matched"))
+            print(f"    album of {len(album)}, {matched} matching:")
+            for photo in album:
+                kind = (photo.get("media") or {}).get("kind") or "photo"
+                mark = "*" if photo.get("matched") else " "
+                print(f"      {mark} {photo.get('snippet') or f'[{kind}]'}")
         print(f"    {item['link']}")
     if doc.get("has_more"):
         print(f"more: --page {doc.get('next_page_token')}", file=sys.stderr)

@@ -503,7 +503,8 @@ class ChatseekTools:
 
         Hybrid retrieval by words and by meaning, reranked. Each hit has its chat, kind, dates,
         a snippet, msg_ids, a link and `by` (which lists found it); score orders this answer
-        only. Refreshes a stale index with a short sync first; `synced` holds that report and
+        only. An album is one hit, its `album` listing every photo's caption and read-out text.
+        Refreshes a stale index with a short sync first; `synced` holds that report and
         `index_age_min` the age of the oldest searched chat. Read thread/context before
         concluding from a snippet.
         """
@@ -573,7 +574,8 @@ class ChatseekTools:
         For exact tokens, IDs, amounts, names, links and filters: fields text, body, from, chat,
         date, kind, has, topic, in, preset, filename, mime, size, tag. Upper-case AND/OR/NOT;
         explicit AND binds tighter than OR. The envelope carries items, has_more,
-        next_page_token, the query versions and timezone, words_ready and coverage.
+        next_page_token, the query versions and timezone, words_ready and coverage. An album is
+        one item: its `album` lists every photo, `matched` marking those the query hit.
         """
         request = self._messages_request(query, tree, source, chats, timezone)
         request.limit = _int_range("limit", limit, 1, MAX_MESSAGES_LIMIT)

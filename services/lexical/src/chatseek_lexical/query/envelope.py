@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "AccountCoverage",
+    "AlbumPhoto",
     "Bucket",
     "ChatCoverage",
     "ChatRef",
@@ -77,8 +78,29 @@ class ContextMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class AlbumPhoto:
+    """One photo (video, file) of the album a hit belongs to.
+
+    ``matched`` says whether the query matched this photo itself; its ``snippet`` then marks
+    the matching words with ``**``. ``media`` is ``{kind, file_name, text}`` with the text
+    read out of it (clipped), like an item's.
+    """
+
+    msg_id: int
+    locator: str
+    text: str
+    snippet: str
+    media: dict[str, Any] | None
+    matched: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Item:
-    """One hit: the message, where it lives and how to open it."""
+    """One hit: the message, where it lives and how to open it.
+
+    An album (messages sharing a media group) is one hit: the item is the album's best-ranked
+    matching photo, and ``album`` lists every photo of it in order (None outside albums).
+    """
 
     account: str
     chat_id: int
@@ -95,14 +117,18 @@ class Item:
     media: dict[str, Any] | None = None
     context_before: tuple[ContextMessage, ...] | None = None
     context_after: tuple[ContextMessage, ...] | None = None
+    album: tuple[AlbumPhoto, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """This item as JSON; the context lists appear only when context was asked for."""
+        """This item as JSON; the context lists appear only when context was asked for, the
+        album only for a hit in an album."""
         out: dict[str, Any] = _plain(self)
         before = out.pop("context_before")
         after = out.pop("context_after")
         if before is not None or after is not None:
             out["context"] = {"before": before or [], "after": after or []}
+        if out["album"] is None:
+            del out["album"]
         return out
 
 

@@ -3,6 +3,9 @@
 Invariants:
 * The result set is exactly the Boolean query within the scope. Order: bm25 when every branch
   requires words, else (and whenever asked) newest first; ties by ``(account, chat, msg_id)``.
+* An album is one hit: of the matching photos of one media group only the first in that order
+  is an item (wherever the page boundaries fall), carrying every photo in ``album``, the
+  matching ones marked and highlighted. Counts (``stats``) still count messages.
 * Scope is the active account unless ``source``/``in:`` widen or pick one; names resolve in it.
   A query needing the word index while it is not ready is ``IndexNotReady``, never a fallback.
 * Every budget, time included (SQLite's progress handler), ends the request with
@@ -49,6 +52,7 @@ from chatseek_lexical.query.compile import (
 )
 from chatseek_lexical.query.envelope import (
     AccountCoverage,
+    AlbumPhoto,
     ChatCoverage,
     ChatRef,
     ContextMessage,
@@ -91,6 +95,7 @@ SNIPPET_LEAD = 50
 MEDIA_TEXT_SHOWN = 300
 PROGRESS_STEPS = 10_000
 TOKEN_VERSION = 1
+ALBUM_MAX = 10  # the most photos (videos, files) Telegram puts in one album
 ORDER_RELEVANCE = "relevance"
 ORDER_NEWEST = "newest"
 SOURCE_ACTIVE = "active"
@@ -482,9 +487,63 @@ def _context(
     return sides[0], sides[1]
 
 
+def _media(kind: str | None, file_name: str | None, extracted: str) -> dict[str, Any] | None:
+    if kind is None:
+        return None
+    return {"kind": kind, "file_name": file_name, "text": extracted[:MEDIA_TEXT_SHOWN]}
+
+
+def _media_snippet(
+    text: str, kind: str | None, file_name: str | None, extracted: str, terms: set[str]
+) -> str:
+    snippet = _snippet(text, terms)
+    if kind is not None and extracted and "**" not in snippet:
+        # The words matched what was read out of the attachment: show that part.
+        label = f"[document: {file_name}]" if kind == "document" else f"[{kind}]"
+        snippet = f"{label} {_snippet(extracted, terms)}"
+    return snippet
+
+
+def _album(
+    conn: QueryConnection,
+    account: str,
+    chat_id: int,
+    grouped_id: int,
+    matched: set[int],
+    terms: set[str],
+) -> tuple[AlbumPhoto, ...]:
+    rows = conn.execute(
+        "SELECT m.mid, m.msg_id, m.text, md.kind, md.file_name, md.extracted_text"
+        " FROM ingest.messages AS m LEFT JOIN ingest.media AS md ON md.mid = m.mid"
+        " WHERE m.account = ? AND m.chat_id = ? AND m.grouped_id = ? ORDER BY m.msg_id",
+        (account, chat_id, grouped_id),
+    ).fetchall()
+    photos = []
+    for r in rows:
+        text, extracted = str(r[2] or ""), str(r[5] or "")
+        hit = int(r[0]) in matched
+        photos.append(
+            AlbumPhoto(
+                msg_id=int(r[1]),
+                locator=locator(account, chat_id, int(r[1])),
+                text=text,
+                snippet=_media_snippet(text, r[3], r[4], extracted, terms if hit else set()),
+                media=_media(r[3], r[4], extracted),
+                matched=hit,
+            )
+        )
+    return tuple(photos)
+
+
 def _items(
-    conn: QueryConnection, mids: Sequence[int], terms: set[str], context: int
+    conn: QueryConnection,
+    mids: Sequence[int],
+    terms: set[str],
+    context: int,
+    albums: Mapping[int, tuple[int, set[int]]] | None = None,
 ) -> tuple[Item, ...]:
+    """The items of ``mids``; ``albums`` maps a hit in an album to its media group and the
+    mids of the album's photos the query matched."""
     if not mids:
         return ()
     rows = conn.execute(
@@ -508,15 +567,13 @@ def _items(
         chat_type = str(r[9] or "unknown")
         username = str(r[11]) if r[11] else None
         link, fallback = deep_link(chat_type, chat_id, username, msg_id, topic)
-        media = None
-        snippet = _snippet(text, terms)
-        if r[13] is not None:
-            extracted = str(r[15] or "")
-            media = {"kind": str(r[13]), "file_name": r[14], "text": extracted[:MEDIA_TEXT_SHOWN]}
-            if extracted and "**" not in snippet:
-                # The words matched what was read out of the attachment: show that part.
-                label = f"[document: {r[14]}]" if r[13] == "document" else f"[{r[13]}]"
-                snippet = f"{label} {_snippet(extracted, terms)}"
+        extracted = str(r[15] or "")
+        media = _media(r[13], r[14], extracted)
+        snippet = _media_snippet(text, r[13], r[14], extracted, terms)
+        album = None
+        if albums and mid in albums:
+            grouped_id, matched = albums[mid]
+            album = _album(conn, account, chat_id, grouped_id, matched, terms)
         before = after = None
         if context:
             before, after = _context(conn, account, chat_id, msg_id, context)
@@ -537,6 +594,7 @@ def _items(
                 topic_id=topic,
                 context_before=before,
                 context_after=after,
+                album=album,
             )
         )
     return tuple(out)
@@ -587,7 +645,7 @@ def search(conn: QueryConnection, request: SearchRequest) -> Envelope:
         fingerprint = _fingerprint(prepared.tree, prepared.scope, prepared.tz_name, order)
         if token is not None and token["h"] != fingerprint:
             raise _bad_token("it belongs to a different query, scope, timezone or order")
-        rows = _page(conn, prepared, order, rank, token, request.limit)
+        rows, albums = _album_page(conn, prepared, order, rank, token, request.limit)
         has_more = len(rows) > request.limit
         rows = rows[: request.limit]
         page = int(token["p"]) + 1 if token else 1
@@ -604,7 +662,7 @@ def search(conn: QueryConnection, request: SearchRequest) -> Envelope:
                 }
             )
         terms = prepared.compiler.highlight_terms(root)
-        items = _items(conn, [int(r[0]) for r in rows], terms, request.context)
+        items = _items(conn, [int(r[0]) for r in rows], terms, request.context, albums)
     log.info(
         "strict search: %d hits on page %d (order %s, %d candidates checked)",
         len(items),
@@ -624,6 +682,64 @@ def search(conn: QueryConnection, request: SearchRequest) -> Envelope:
     )
 
 
+def _album_page(
+    conn: QueryConnection,
+    prepared: Prepared,
+    order: str,
+    rank: str | None,
+    token: dict[str, Any] | None,
+    limit: int,
+) -> tuple[list[tuple[Any, ...]], dict[int, tuple[int, set[int]]]]:
+    """Up to ``limit + 1`` hits after ``token``, an album's matching photos as one hit.
+
+    A hit in an album stays only when it is the first of the album's matching photos in the
+    page order; the others are skipped (their first came earlier, on this page or before), and
+    more rows are read until the page is full or the matches run out.
+
+    Returns:
+        The rows as ``_page`` gives them, and for each kept album hit (by mid) its media
+        group and the mids of the album's matching photos.
+    """
+    kept: list[tuple[Any, ...]] = []
+    albums: dict[int, tuple[int, set[int]]] = {}
+    seen: dict[tuple[str, int, int], int] = {}
+    cursor = token
+    while len(kept) <= limit:
+        want = limit + 1 - len(kept)
+        rows = _page(conn, prepared, order, rank, cursor, want - 1)
+        groups = _groups_of(conn, [int(r[0]) for r in rows])
+        for row in rows:
+            mid = int(row[0])
+            if mid not in groups:
+                kept.append(row)
+                continue
+            key = (str(row[1]), int(row[2]), groups[mid])
+            if key not in seen:
+                album = _page(conn, prepared, order, rank, None, ALBUM_MAX, album=key)
+                seen[key] = int(album[0][0])
+                if seen[key] == mid:
+                    albums[mid] = (key[2], {int(a[0]) for a in album})
+            if seen[key] == mid:
+                kept.append(row)
+        if len(rows) < want:
+            break
+        last = rows[-1]
+        cursor = {"k": [last[4], last[1], last[2], last[3]]}
+    return kept, albums
+
+
+def _groups_of(conn: QueryConnection, mids: Sequence[int]) -> dict[int, int]:
+    """The media group of each of ``mids`` that is in an album."""
+    if not mids:
+        return {}
+    rows = conn.execute(
+        "SELECT mid, grouped_id FROM ingest.messages"
+        " WHERE mid IN (SELECT value FROM json_each(?)) AND grouped_id IS NOT NULL",
+        (json.dumps(list(mids)),),
+    ).fetchall()
+    return {int(r[0]): int(r[1]) for r in rows}
+
+
 def _page(
     conn: QueryConnection,
     prepared: Prepared,
@@ -631,18 +747,25 @@ def _page(
     rank: str | None,
     token: dict[str, Any] | None,
     limit: int,
+    *,
+    album: tuple[str, int, int] | None = None,
 ) -> list[tuple[Any, ...]]:
+    """Up to ``limit + 1`` matching rows after ``token``; ``album`` keeps one media group's."""
     where = prepared.where
     params: list[Any] = []
+    text = where.text
+    if album is not None:
+        text = f"({where.text}) AND m.account = ? AND m.chat_id = ? AND m.grouped_id = ?"
     if order == ORDER_RELEVANCE:
         sql = (
             "SELECT m.mid, m.account, m.chat_id, m.msg_id, r.score FROM ingest.messages AS m"
             " JOIN (SELECT rowid AS rid, bm25(msg_fts, 1.0, 0.0) AS score FROM msg_fts"
             " WHERE msg_fts MATCH ?) AS r ON r.rid = m.mid"
-            f" WHERE {where.text}"
+            f" WHERE {text}"
         )
         params.append(rank)
         params.extend(where.params)
+        params.extend(album or ())
         if token is not None:
             sql += " AND (r.score, m.account, m.chat_id, m.msg_id) > (?, ?, ?, ?)"
             params.extend(token["k"])
@@ -650,9 +773,10 @@ def _page(
     else:
         sql = (
             "SELECT m.mid, m.account, m.chat_id, m.msg_id, m.date FROM ingest.messages AS m"
-            f" WHERE {where.text}"
+            f" WHERE {text}"
         )
         params.extend(where.params)
+        params.extend(album or ())
         if token is not None:
             sql += " AND (m.date, m.account, m.chat_id, m.msg_id) < (?, ?, ?, ?)"
             params.extend(token["k"])
