@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -237,7 +237,7 @@ def load_messages(
 
 
 def load_messages_of(
-    conn: Connection, wanted: dict[tuple[str, int], Iterable[int]]
+    conn: Connection, wanted: Mapping[tuple[str, int], Iterable[int]]
 ) -> dict[tuple[str, int], dict[int, MessageRow]]:
     """Messages of several chats at once, one query per chat: ``(account, chat)`` → id → row."""
     return {
