@@ -121,3 +121,11 @@ def test_dedup_drops_a_hit_on_an_album_photo_that_a_better_hit_already_shows() -
 )
 def test_script_of_counts_letters(text: str, script: str) -> None:
     assert script_of(text) == script
+
+
+def test_dedup_counts_what_a_kept_hit_shows_of_another_chat() -> None:
+    post, repeat, fresh = 1, 2, 3
+    ordered = [(post, 0, [5]), (repeat, 1, [10, 11, 12]), (fresh, 1, [20, 21])]
+
+    assert dedup(ordered, 0.5) == [post, repeat, fresh]
+    assert dedup(ordered, 0.5, shows_too={post: [(1, [10, 11, 13])]}) == [post, fresh]

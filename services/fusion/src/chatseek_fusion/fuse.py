@@ -147,6 +147,7 @@ def dedup(
     ordered: Sequence[tuple[int, int, Sequence[int]]],
     overlap: float = 0.5,
     album_anchors: Mapping[int, int] | None = None,
+    shows_too: Mapping[int, Sequence[tuple[int, Sequence[int]]]] | None = None,
 ) -> list[int]:
     """Keep the hits that are not mostly covered by a better hit of the same chat.
 
@@ -156,12 +157,16 @@ def dedup(
         album_anchors: ``{unit_id: msg_id}`` for hits whose best message is a photo of an
             album; such a hit is dropped when a better hit of its chat holds that photo (and so,
             units holding whole albums, the album), whatever the overlap.
+        shows_too: ``{unit_id: [(chat_key, msg_ids), …]}``: messages of other chats a hit
+            shows besides its own (a channel post's comments); once the hit is kept they count
+            as covered, so a group unit repeating those comments is dropped.
 
     Returns:
         The kept unit ids, in order.
     """
     covered: dict[int, set[int]] = {}
     anchors = album_anchors or {}
+    extra = shows_too or {}
     kept = []
     for unit_id, chat_key, msg_ids in ordered:
         ids = set(msg_ids)
@@ -172,4 +177,6 @@ def dedup(
             continue
         kept.append(unit_id)
         seen.update(ids)
+        for other, shown in extra.get(unit_id, ()):
+            covered.setdefault(other, set()).update(shown)
     return kept

@@ -411,12 +411,16 @@ def _hits(
     entries = _fold_copies(conn, ranked, units)
     chat_index: dict[tuple[str, int], int] = {}
     ordered = []
+    comments: dict[int, list[tuple[int, Sequence[int]]]] = {}
     for e in entries:
         key = chat_index.setdefault((e.unit.account, e.unit.chat_id), len(chat_index))
         ordered.append((e.unit.unit_id, key, e.unit.msg_ids))
+        for c in e.comments:
+            group = chat_index.setdefault((c.account, c.chat_id), len(chat_index))
+            comments.setdefault(e.unit.unit_id, []).append((group, c.msg_ids))
     shown = {e.unit.unit_id: e.unit for e in entries}
     photos = _album_anchors(conn, shown, best_msg, list(shown))
-    kept = set(dedup(ordered, config.dedup_overlap, photos)[: params.k])
+    kept = set(dedup(ordered, config.dedup_overlap, photos, comments)[: params.k])
     chosen = [e for e in entries if e.unit.unit_id in kept][: params.k]
     chats = load_chats(conn, {(e.unit.account, e.unit.chat_id) for e in chosen})
     wanted: dict[tuple[str, int], set[int]] = {}
