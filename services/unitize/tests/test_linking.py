@@ -75,6 +75,26 @@ def test_the_learned_scorer_sees_replies_and_answers_as_decisions() -> None:
     assert scorer.inputs.state.replies[:3] == [1, 0, 0]
 
 
+def test_links_are_built_without_the_collector_and_on_one_blas_thread() -> None:
+    """Both are process-wide: paused while a build runs, restored after it (linking.py)."""
+    import gc
+
+    from threadpoolctl import threadpool_info
+
+    seen: list[tuple[bool, list[int]]] = []
+
+    class Probe(RuleScorer):
+        def prepare(self, ctx: LinkContext) -> None:
+            blas = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+            seen.append((gc.isenabled(), blas))
+
+    before = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+    build_links([msg(1, 1, "hello"), msg(2, 2, "Ann: hi")], agent_answers={}, scorer=Probe())
+    assert seen == [(False, [1] * len(before))]
+    assert gc.isenabled()
+    assert [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"] == before
+
+
 def test_an_agent_answer_naming_a_missing_or_later_message_is_ignored() -> None:
     msgs = [msg(1, 1, "hello"), msg(2, 2, "Ann: hi"), msg(3, 3, "bye")]
     links = by_id(build_links(msgs, agent_answers={2: 999, 1: 3}, scorer=RuleScorer()))

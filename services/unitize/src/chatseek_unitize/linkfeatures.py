@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -112,9 +113,9 @@ DYNAMIC_FEATURES: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Analysed:
-    """What the features read of one message (see ``linking.LinkContext``)."""
+class Analysed(NamedTuple):
+    """What the features read of one message (see ``linking.LinkContext``); a tuple, as a
+    topic makes one per message."""
 
     author: int
     date: int
@@ -284,22 +285,27 @@ _DISTANCE_COLUMNS = np.stack(
 
 
 def pair_columns(
-    t: TopicArrays, lo: int, hi: int, out: np.ndarray | None = None
+    t: TopicArrays,
+    lo: int,
+    hi: int,
+    out: np.ndarray | None = None,
+    rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``PAIR_FEATURES`` of messages ``lo..hi-1`` against their candidates, feature-major.
 
     Args:
-        out: A float32 array of at least ``(len(PAIR_FEATURES), hi-lo, WINDOW)`` to fill.
+        out: A float32 array of at least ``(len(PAIR_FEATURES), n, WINDOW)`` to fill.
+        rows: Only these messages (ascending, within ``lo..hi-1``), instead of all ``n``.
 
     Returns:
-        ``(features, valid)``: the ``(len(PAIR_FEATURES), hi-lo, WINDOW)`` float32 features
-        (zero for candidates that do not exist) and the ``(hi-lo, WINDOW)`` mask of those that do.
+        ``(features, valid)``: the ``(len(PAIR_FEATURES), n, WINDOW)`` float32 features
+        (zero for candidates that do not exist) and the ``(n, WINDOW)`` mask of those that do.
     """
-    n = hi - lo
+    i1 = np.arange(lo, hi) if rows is None else rows
+    n = len(i1)
     if out is None:
         out = np.empty((len(PAIR_FEATURES), n, WINDOW), dtype=np.float32)
     out = out[:, :n]
-    i1 = np.arange(lo, hi)
     i = i1[:, None]
     j = i - _DIST
     valid = j >= 0
@@ -350,12 +356,13 @@ def pair_columns(
     out[17] = _names_any(t.address_slots, c_prev_used, own_prev_c, a_j) & (own_prev >= 0) & other
     # The newest candidate addressing c's author: the one whose count from the right is 1.
     out[18] = p_addr & (np.cumsum(p_addr[:, ::-1], axis=1)[:, ::-1] == 1)
-    overlap = t.overlap[lo:hi, WINDOW:0:-1]
+    at = slice(lo, hi) if rows is None else rows
+    overlap = t.overlap[at, WINDOW:0:-1]
     best = overlap.max(axis=1, keepdims=True)
     out[19] = np.log1p(overlap) / OVERLAP_SCALE
     out[20] = np.divide(overlap, best, out=np.zeros_like(overlap), where=best > 0)
     out[21] = (overlap == best) & (best > 0)
-    out[22] = t.rarest[lo:hi, WINDOW:0:-1] / IDF_SCALE
+    out[22] = t.rarest[at, WINDOW:0:-1] / IDF_SCALE
     d_prev = i - prev_j
     has_prev = (prev_j != _NONE) & (d_prev <= WINDOW)
     flat = i * (WINDOW + 1) + np.where(has_prev, d_prev, 0)
@@ -371,16 +378,22 @@ _P = {name: k for k, name in enumerate(PAIR_FEATURES)}
 
 
 def message_features(
-    t: TopicArrays, lo: int, hi: int, cols: np.ndarray, valid: np.ndarray
+    t: TopicArrays,
+    lo: int,
+    hi: int,
+    cols: np.ndarray,
+    valid: np.ndarray,
+    rows: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``MESSAGE_FEATURES`` of messages ``lo..hi-1`` (``cols``/``valid`` from ``pair_columns``)."""
-    i = np.arange(lo, hi)
+    """``MESSAGE_FEATURES`` of messages ``lo..hi-1`` or ``rows`` (``cols``/``valid`` from
+    ``pair_columns`` with the same arguments)."""
+    i = np.arange(lo, hi) if rows is None else rows
     prev_gap = np.where(i > 0, t.date[i] - t.date[np.maximum(i - 1, 0)], 0.0)
     own_prev = t.prev_same[i]
     has_own = (own_prev != _NONE) & (i - own_prev <= WINDOW)
     own_gap = np.where(has_own, t.date[i] - t.date[np.maximum(own_prev, 0)], 0.0)
     pace = t.pace[i]
-    out = np.empty((hi - lo, len(MESSAGE_FEATURES)), dtype=np.float32)
+    out = np.empty((len(i), len(MESSAGE_FEATURES)), dtype=np.float32)
     out[:, 0] = (np.log1p(np.maximum(prev_gap, 0.0)) - pace) / GAP_SCALE
     out[:, 1] = has_own
     out[:, 2] = np.where(has_own, np.log1p(np.maximum(own_gap, 0.0)) - pace, 0.0) / GAP_SCALE

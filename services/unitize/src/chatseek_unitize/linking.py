@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import logging
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from chatseek_core.errors import InvalidValue
 from chatseek_core.text import normalise, normalised_words, stem
@@ -212,6 +214,9 @@ class LinkContext:
         self.idf = idf
         self.info = [_analyse(m) for m in self.msgs]
         self.parent: list[int | None] = [None] * len(self.msgs)
+        # Which messages the scorer will be asked about (``build_links`` clears the ones a
+        # reply or an agent answer decides); a hint, so scorers may skip the others' work.
+        self.scored: list[bool] = [True] * len(self.msgs)
         self.decided = 0
         self._name_keys: dict[int | str, set[str]] = {}
         seen: set[tuple[int | str, str]] = set()
@@ -392,16 +397,23 @@ class LearnedScorer:
         self.inputs = TopicInputs(ctx.analysed(), ctx.idf)
         self._static = None
 
-    def _block(self, i: int) -> _Static:
-        """The static part of the block of ``SCORE_BLOCK`` messages holding ``i``."""
+    def _block(self, ctx: LinkContext, i: int) -> _Static:
+        """The static part of the block of ``SCORE_BLOCK`` messages holding ``i``, for the
+        messages of it ``ctx.scored`` lists (and ``i``)."""
         assert self.inputs is not None
         st = self._static
-        if st is not None and st.lo <= i < st.lo + len(st.new):
+        if st is not None and st.lo <= i < st.lo + len(st.at) and st.at[i - st.lo] >= 0:
             return st
         t = self.inputs.arrays
         lo = i - i % SCORE_BLOCK
         hi = min(lo + SCORE_BLOCK, t.n)
-        n, hidden = hi - lo, len(self.b1)
+        scored = ctx.scored
+        picked = [r for r in range(lo, hi) if scored[r] or r == i]
+        rows = None if len(picked) == hi - lo else np.asarray(picked, dtype=np.int64)
+        at = [-1] * (hi - lo)
+        for k, r in enumerate(picked):
+            at[r - lo] = k
+        n, hidden = len(picked), len(self.b1)
         if self._buffers is None:
             self._buffers = (
                 np.empty((len(PAIR_FEATURES), SCORE_BLOCK, WINDOW), dtype=np.float32),
@@ -409,8 +421,8 @@ class LearnedScorer:
                 np.empty((SCORE_BLOCK * WINDOW, hidden), dtype=np.float32),
             )
         cols_buf, pre_buf, act_buf = self._buffers
-        cols, valid = pair_columns(t, lo, hi, cols_buf)
-        message = message_features(t, lo, hi, cols, valid)
+        cols, valid = pair_columns(t, lo, hi, cols_buf, rows)
+        message = message_features(t, lo, hi, cols, valid, rows)
         shared = message @ self.w_message + self.b1
         # One product over every candidate of the block (the feature-major columns are a
         # transposed view, which BLAS reads as is); buffers are reused, as fresh arrays this
@@ -426,7 +438,7 @@ class LearnedScorer:
         top = np.argpartition(-static, keep - 1, axis=1)[:, :keep]
         # Only the first ``keep`` messages of a topic have fewer candidates than that: their
         # real ones go first (in partition order), and only those are listed.
-        short_rows = range(min(n, max(0, keep - lo)))
+        short_rows = [k for k, r in enumerate(picked) if r < keep]
         for row in short_rows:
             cols = top[row]
             real = valid[row, cols]
@@ -436,7 +448,7 @@ class LearnedScorer:
             del short[row][int(valid[row].sum()) :]
         short_pre = pre[np.arange(n)[:, None], top]
         new = (np.maximum(shared + self.w_new, 0.0) @ self.w2).tolist()
-        st = _Static(lo, new, short, short_pre)
+        st = _Static(lo, at, new, short, short_pre)
         self._static = st
         return st
 
@@ -448,8 +460,8 @@ class LearnedScorer:
         inputs = self.inputs
         assert inputs is not None
         inputs.sync(ctx.parent, i)
-        st = self._block(i)
-        row = i - st.lo
+        st = self._block(ctx, i)
+        row = st.at[i - st.lo]
         cols = st.short[row]
         base = i - WINDOW
         cands = [base + c for c in cols]
@@ -477,8 +489,10 @@ class LearnedScorer:
         best = order[0]
         msgs = ctx.msgs
         rejected = tuple(
-            (-1 if k == 0 else msgs[cands[k - 1]].msg_id, round(probs[k], 4))
-            for k in order[1 : 1 + REJECTED_KEPT]
+            [
+                (-1 if k == 0 else msgs[cands[k - 1]].msg_id, round(probs[k], 4))
+                for k in order[1 : 1 + REJECTED_KEPT]
+            ]
         )
         confidence = round(probs[best], 4)
         if best == 0:
@@ -488,10 +502,12 @@ class LearnedScorer:
 
 @dataclass(frozen=True, slots=True)
 class _Static:
-    """What a block of messages gets before any decision: from message ``lo`` on, each
-    message's "new" score, its shortlist (candidate columns) and their pre-activations."""
+    """What a block of messages gets before any decision: for message ``lo + r`` at row
+    ``at[r]`` (-1: not computed), its "new" score, its shortlist (candidate columns) and
+    their pre-activations."""
 
     lo: int
+    at: list[int]
     new: list[float]
     short: list[list[int]]
     short_pre: np.ndarray  # (messages, SHORTLIST, hidden) float32
@@ -541,7 +557,7 @@ def build_links(
     """
     scorer = scorer if scorer is not None else LearnedScorer()
     answers = agent_answers or {}
-    with _collector_paused():
+    with _collector_paused(), _one_blas_thread():
         groups: dict[int | None, list[Msg]] = {}
         for m in msgs:
             if is_unit_member(m):
@@ -551,9 +567,11 @@ def build_links(
         links: list[tuple[tuple[int, int], Link]] = []
         for ctx in contexts:
             ctx.idf = idf
+            fixed = [_by_precedence(ctx, i, m, answers) for i, m in enumerate(ctx.msgs)]
+            ctx.scored = [link is None for link in fixed]
             scorer.prepare(ctx)
             for i, m in enumerate(ctx.msgs):
-                link = _decide(ctx, i, m, answers, scorer)
+                link = fixed[i] or _scored(ctx, i, m, scorer)
                 ctx.commit(i, None if link.parent_id is None else ctx.index[link.parent_id])
                 links.append((chrono_key(m), link))
         links.sort(key=lambda kv: kv[0])
@@ -580,13 +598,29 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _decide(
-    ctx: LinkContext,
-    i: int,
-    m: Msg,
-    answers: Mapping[int, int | None],
-    scorer: LinkScorer,
-) -> Link:
+@functools.cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """Run BLAS on one thread until the block ends.
+
+    The scorer's products are small (a 128-message block is 6,400 rows by 26 features) and
+    come between stretches of Python. OpenBLAS's helper threads spin-wait between calls, so
+    they took a second core for little: on the shared 2-core machine, with other load, the
+    100k bench chat built at ~4,700 msgs/s with them and ~11,500 without. The limit is
+    process-wide while a build runs.
+    """
+    with _blas().limit(limits=1, user_api="blas"):
+        yield
+
+
+def _by_precedence(
+    ctx: LinkContext, i: int, m: Msg, answers: Mapping[int, int | None]
+) -> Link | None:
+    """The link an explicit reply or a valid agent answer gives message ``i``, if any."""
     if m.reply_to is not None:
         target = ctx.index.get(m.reply_to)
         if target is not None and target < i:
@@ -598,6 +632,10 @@ def _decide(
         target = ctx.index.get(answer)
         if target is not None and target < i:
             return Link(m.msg_id, answer, "agent", 1.0)
+    return None
+
+
+def _scored(ctx: LinkContext, i: int, m: Msg, scorer: LinkScorer) -> Link:
     choice = scorer.choose(ctx, i)
     parent_id = None if choice.parent is None else ctx.msgs[choice.parent].msg_id
     return Link(m.msg_id, parent_id, choice.reason, choice.confidence, choice.rejected)
