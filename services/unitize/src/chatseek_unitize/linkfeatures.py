@@ -200,6 +200,7 @@ def _overlaps_of(
     msg, stem, w = msg[order], stem[order], w[order]
     total = np.zeros(size)
     rarest = np.zeros(size)
+    lag_sums = np.zeros(size)
     active = np.arange(max(count - 1, 0))
     lag = 1
     while active.size:
@@ -212,9 +213,10 @@ def _overlaps_of(
         flat, wt = msg[later] * (WINDOW + 1) + dist, w[later]
         # Each lag's sums first, then added to the totals: the additions a dense per-lag
         # bincount makes, in its order (ties between equal overlaps are features), on only
-        # the cells this lag touches.
-        cells, inverse = np.unique(flat, return_inverse=True)
-        total[cells] += np.bincount(inverse, weights=wt, minlength=len(cells))
+        # the cells this lag touches (a repeated cell gets the same value each time).
+        np.add.at(lag_sums, flat, wt)
+        total[flat] += lag_sums[flat]
+        lag_sums[flat] = 0.0
         np.maximum.at(rarest, flat, wt)
         lag += 1
     return total.reshape(n, WINDOW + 1), rarest.reshape(n, WINDOW + 1)

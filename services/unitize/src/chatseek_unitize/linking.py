@@ -391,6 +391,7 @@ class LearnedScorer:
         self.inputs: TopicInputs | None = None
         self._static: _Static | None = None
         self._buffers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._hidden = np.empty((SHORTLIST, len(b1)), dtype=np.float32)
 
     def prepare(self, ctx: LinkContext) -> None:
         """Compute the topic's arrays; decisions are read back from ``ctx`` as they come."""
@@ -470,7 +471,8 @@ class LearnedScorer:
             k = len(cols)
             flat = inputs.state.features_flat(i, cands)
             dynamic = np.array(flat, dtype=np.float32).reshape(k, len(DYNAMIC_FEATURES))
-            hidden = st.short_pre[row, :k] + dynamic @ self.w_dynamic
+            hidden = np.matmul(dynamic, self.w_dynamic, out=self._hidden[:k])
+            hidden += st.short_pre[row, :k]
             raw += (np.maximum(hidden, 0.0, out=hidden) @ self.w2).tolist()
         return cands, raw
 
