@@ -22,6 +22,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -86,6 +87,7 @@ _RU_STEM_FINALS = frozenset("аяйоеь")
 _RU_CASE_ENDINGS = ("", "а", "я", "у", "ю", "е", "и", "ы", "ой", "ей", "ом", "ем", "ым", "ью")
 _CYRILLIC_START = "\u0400"
 _CYRILLIC_END = "\u04ff"
+_NO_NAMES: frozenset[str] = frozenset()
 
 
 # --- results ---
@@ -159,7 +161,7 @@ def _name_keys(name: str) -> set[str]:
 class _Info:
     author: int | str
     date: int
-    tokens: frozenset[str]
+    tokens: set[str]
     lead: frozenset[str]
     stems: frozenset[str]
     question: bool
@@ -172,7 +174,7 @@ def _analyse(m: Msg) -> _Info:
         text = f"{text} {m.media_text}" if text else m.media_text
     norm = normalise(text)
     raw = norm.split()
-    tokens = {t.strip(_TOKEN_STRIP) for t in raw}
+    tokens = set(map(str.strip, raw, repeat(_TOKEN_STRIP)))
     tokens.discard("")
     lead: set[str] = set()
     if raw:
@@ -193,8 +195,8 @@ def _analyse(m: Msg) -> _Info:
     return _Info(
         author=author,
         date=m.date,
-        tokens=frozenset(tokens),
-        lead=frozenset(lead),
+        tokens=tokens,
+        lead=frozenset(lead) if lead else _NO_NAMES,
         stems=frozenset(map(stem, normalised_words(norm))),
         question="?" in text,
         length=len(text),
@@ -666,6 +668,7 @@ def conversations(links: Iterable[Link]) -> list[list[int]]:
             if a != b:
                 up[a] = b
     groups: dict[int, list[int]] = {}
-    for link in ordered:
-        groups.setdefault(find(link.msg_id), []).append(link.msg_id)
+    with _collector_paused():  # one list per conversation, as build_links
+        for link in ordered:
+            groups.setdefault(find(link.msg_id), []).append(link.msg_id)
     return list(groups.values())
