@@ -189,12 +189,16 @@ def _overlaps_of(
     """
     n = len(stem_sets)
     size = n * (WINDOW + 1)
-    ids = {s: k for k, s in enumerate(kept)}
+    # Stems numbered in sorted order, not the idf mapping's (which follows string hashes):
+    # the order the sums are taken in, and so their rounding, is the same in every process.
+    by_name = sorted(kept)
+    ids = {s: k for k, s in enumerate(by_name)}
     lens = np.fromiter(map(len, stem_sets), dtype=np.int64, count=n)
     count = int(lens.sum())
     msg = np.repeat(np.arange(n, dtype=np.int64), lens)
     stem = np.fromiter((ids[s] for hits in stem_sets for s in hits), dtype=np.int64, count=count)
-    w = np.fromiter(kept.values(), dtype=np.float64, count=len(kept))[stem]
+    weights = np.fromiter((kept[s] for s in by_name), dtype=np.float64, count=len(by_name))
+    w = weights[stem]
     # Occurrences come in message order, so a stable sort by stem orders by (stem, message).
     order = np.argsort(stem, kind="stable")
     msg, stem, w = msg[order], stem[order], w[order]
