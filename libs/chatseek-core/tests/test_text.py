@@ -7,7 +7,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatseek_core.text import normalise, normalise_by_definition
+from chatseek_core.text import normalise, normalise_by_definition, normalised_words, words
 
 _TRICKY = list(
     "абвгдеёжзийклмнЁЙЖ ABCxyz019_-.,!?\t\n\r\x0b\x0c\x1c\x85\u00a0\u2028\u3000"
@@ -36,3 +36,9 @@ def test_normalise_equals_the_definition_on_every_canonical_composition() -> Non
     for pair in pairs:
         assert normalise(pair) == normalise_by_definition(pair), ascii(pair)
         assert normalise(f"x{pair}y") == normalise_by_definition(f"x{pair}y"), ascii(pair)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(), st.text(alphabet=st.sampled_from(_TRICKY))))
+def test_the_words_of_normalised_text_are_the_words_of_the_text(text: str) -> None:
+    assert normalised_words(normalise(text)) == words(text)

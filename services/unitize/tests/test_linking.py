@@ -89,6 +89,26 @@ def test_the_learned_scorer_sees_replies_and_answers_as_decisions() -> None:
     assert scorer.inputs.state.replies[:3] == [1, 0, 0]
 
 
+def test_links_are_built_without_the_collector_and_on_one_blas_thread() -> None:
+    """Both are process-wide: paused while a build runs, restored after it (linking.py)."""
+    import gc
+
+    from threadpoolctl import threadpool_info
+
+    seen: list[tuple[bool, list[int]]] = []
+
+    class Probe(RuleScorer):
+        def prepare(self, ctx: LinkContext) -> None:
+            blas = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+            seen.append((gc.isenabled(), blas))
+
+    before = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+    build_links([msg(1, 1, "hello"), msg(2, 2, "Ann: hi")], agent_answers={}, scorer=Probe())
+    assert seen == [(False, [1] * len(before))]
+    assert gc.isenabled()
+    assert [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"] == before
+
+
 def test_an_agent_answer_naming_a_missing_or_later_message_is_ignored() -> None:
     msgs = [msg(1, 1, "hello"), msg(2, 2, "Ann: hi"), msg(3, 3, "bye")]
     links = by_id(build_links(msgs, agent_answers={2: 999, 1: 3}, scorer=RuleScorer()))
@@ -347,6 +367,41 @@ def test_the_shipped_weights_reach_the_irc_dev_link_f1_floor() -> None:
     rules = evaluate(files, RuleScorer)
     assert learned["link_f1"] >= MIN_IRC_LINK_F1
     assert learned["exact_f1"] > rules["exact_f1"]
+
+
+_LINKS_OF_ONE_FILE = """
+import json, sys
+from eval.train_linker import load_irc
+from chatseek_unitize.linking import build_links
+files = [f for f in load_irc(__import__("pathlib").Path(sys.argv[1])) if f.folder == sys.argv[2]]
+links = build_links(files[0].msgs, agent_answers={})
+print(json.dumps([[x.msg_id, x.parent_id, x.confidence, x.rejected] for x in links]))
+"""
+
+
+def test_links_and_their_probabilities_do_not_depend_on_the_hash_seed() -> None:
+    """This dev file's overlap ties rounded differently under PYTHONHASHSEED 1 and 4 when
+    stems were numbered in hash order."""
+    import os
+    import subprocess
+    import sys
+
+    if not IRC_DIR.is_dir():
+        pytest.skip(f"IRC eval data not found at {IRC_DIR}")
+    outputs = []
+    for seed in ("1", "4"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", _LINKS_OF_ONE_FILE, str(IRC_DIR), "2016-12-19_20"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parents[3],
+        )
+        outputs.append(json.loads(done.stdout))
+    assert len(outputs[0]) > 500
+    assert outputs[0] == outputs[1]
 
 
 def test_the_shipped_weights_recover_hidden_russian_reply_links() -> None:

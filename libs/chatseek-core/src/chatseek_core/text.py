@@ -26,6 +26,7 @@ __all__ = [
     "analyse",
     "normalise",
     "normalise_by_definition",
+    "normalised_words",
     "redact_digest",
     "stem",
     "stems",
@@ -110,6 +111,11 @@ def normalise(text: str) -> str:
 def words(text: str) -> list[str]:
     """The normalised word tokens of ``text``, in order (``unicode61``-compatible)."""
     return _WORD_RE.findall(normalise(text))
+
+
+def normalised_words(norm: str) -> list[str]:
+    """``words(text)`` given ``norm = normalise(text)``: for callers that need both."""
+    return _WORD_RE.findall(norm)
 
 
 @functools.lru_cache(maxsize=_STEM_CACHE_SIZE)

@@ -1,8 +1,9 @@
 """The learned link scorer's inputs: per (message, candidate) features, vectorised per topic.
 
 Message ``i`` chooses among "new conversation" and the ``WINDOW`` messages before it; arrays
-list those candidates oldest first (column ``c`` is message ``i - WINDOW + c``). Features
-(``PAIR_FEATURES``, ``MESSAGE_FEATURES``, ``DYNAMIC_FEATURES``): pair ones are fixed by the
+list those candidates oldest first (column ``c`` is message ``i - WINDOW + c``); a block's
+pair features are feature-major (``pair_columns``). Features (``PAIR_FEATURES``,
+``MESSAGE_FEATURES``, ``DYNAMIC_FEATURES``): pair ones are fixed by the
 two messages (distance, time, authors, who names whom, idf-weighted shared stems); message
 ones describe ``i`` alone; dynamic ones read what was committed before ``i`` (the candidate's
 parent, conversation and replies, who named whom lately), which makes decoding sequential.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,7 +33,7 @@ __all__ = [
     "TopicArrays",
     "TopicInputs",
     "message_features",
-    "pair_features",
+    "pair_columns",
 ]
 
 WINDOW = 50
@@ -46,6 +48,8 @@ OVERLAP_SCALE = 3.0
 IDF_SCALE = 10.0
 SIZE_SCALE = 4.0
 _NONE = -1
+_NO_AUTHORS: frozenset[int] = frozenset()
+_NOBODY: dict[int, int] = {}
 
 PAIR_FEATURES: tuple[str, ...] = (
     "log_distance",
@@ -109,9 +113,9 @@ DYNAMIC_FEATURES: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Analysed:
-    """What the features read of one message (see ``linking.LinkContext``)."""
+class Analysed(NamedTuple):
+    """What the features read of one message (see ``linking.LinkContext``); a tuple, as a
+    topic makes one per message."""
 
     author: int
     date: int
@@ -168,45 +172,57 @@ def _pace(date: np.ndarray) -> np.ndarray:
 def _overlaps(
     stem_sets: Sequence[frozenset[str]], idf: Mapping[str, float]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(sum, max)`` of the idf of the stems message ``i`` shares with ``i - d``, by ``[i, d]``.
+    """``(sum, max)`` of the idf of the stems message ``i`` shares with ``i - d``, by ``[i, d]``."""
+    kept = _informative(idf)
+    known = frozenset(kept)
+    return _overlaps_of([s & known for s in stem_sets], kept)
+
+
+def _overlaps_of(
+    stem_sets: Sequence[frozenset[str]], kept: Mapping[str, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``_overlaps`` of stem sets already cut to the informative stems ``kept`` (with idf).
 
     Occurrences are sorted by (stem, message); a message holds a stem once, so the pairs at
     lag ``L`` within one stem's run are its messages ``L`` apart, and a run is done once the
     lag spans more than ``WINDOW`` messages: each lag is one vectorised pass.
     """
     n = len(stem_sets)
-    total = np.zeros(n * (WINDOW + 1))
-    rarest = np.zeros(n * (WINDOW + 1))
-    kept = _informative(idf)
-    ids = {s: k for k, s in enumerate(kept)}
-    known = frozenset(kept)
-    occ_msg: list[int] = []
-    occ_stem: list[int] = []
-    for m, stem_set in enumerate(stem_sets):
-        hits = stem_set & known
-        occ_msg.extend([m] * len(hits))
-        occ_stem.extend([ids[s] for s in hits])
-    weights = np.fromiter(kept.values(), dtype=np.float64, count=len(kept))[
-        np.asarray(occ_stem, dtype=np.int64)
-    ]
-    if occ_msg:
-        msg = np.asarray(occ_msg, dtype=np.int64)
-        stem = np.asarray(occ_stem, dtype=np.int64)
-        order = np.lexsort((msg, stem))
-        msg, stem, w = msg[order], stem[order], weights[order]
-        active = np.arange(len(msg) - 1)
-        lag = 1
-        while active.size:
-            later = active + lag
-            keep = later < len(msg)
-            active, later = active[keep], later[keep]
-            dist = msg[later] - msg[active]
-            ok = (stem[later] == stem[active]) & (dist <= WINDOW)
-            active, later, dist = active[ok], later[ok], dist[ok]
-            flat = msg[later] * (WINDOW + 1) + dist
-            total += np.bincount(flat, weights=w[later], minlength=total.size)
-            np.maximum.at(rarest, flat, w[later])
-            lag += 1
+    size = n * (WINDOW + 1)
+    # Stems numbered in sorted order, not the idf mapping's (which follows string hashes):
+    # the order the sums are taken in, and so their rounding, is the same in every process.
+    by_name = sorted(kept)
+    ids = {s: k for k, s in enumerate(by_name)}
+    lens = np.fromiter(map(len, stem_sets), dtype=np.int64, count=n)
+    count = int(lens.sum())
+    msg = np.repeat(np.arange(n, dtype=np.int64), lens)
+    stem = np.fromiter((ids[s] for hits in stem_sets for s in hits), dtype=np.int64, count=count)
+    weights = np.fromiter((kept[s] for s in by_name), dtype=np.float64, count=len(by_name))
+    w = weights[stem]
+    # Occurrences come in message order, so a stable sort by stem orders by (stem, message).
+    order = np.argsort(stem, kind="stable")
+    msg, stem, w = msg[order], stem[order], w[order]
+    total = np.zeros(size)
+    rarest = np.zeros(size)
+    lag_sums = np.zeros(size)
+    active = np.arange(max(count - 1, 0))
+    lag = 1
+    while active.size:
+        later = active + lag
+        keep = later < count
+        active, later = active[keep], later[keep]
+        dist = msg[later] - msg[active]
+        ok = (stem[later] == stem[active]) & (dist <= WINDOW)
+        active, later, dist = active[ok], later[ok], dist[ok]
+        flat, wt = msg[later] * (WINDOW + 1) + dist, w[later]
+        # Each lag's sums first, then added to the totals: the additions a dense per-lag
+        # bincount makes, in its order (ties between equal overlaps are features), on only
+        # the cells this lag touches (a repeated cell gets the same value each time).
+        np.add.at(lag_sums, flat, wt)
+        total[flat] += lag_sums[flat]
+        lag_sums[flat] = 0.0
+        np.maximum.at(rarest, flat, wt)
+        lag += 1
     return total.reshape(n, WINDOW + 1), rarest.reshape(n, WINDOW + 1)
 
 
@@ -224,122 +240,178 @@ class TopicArrays:
         self.mentioned = _slots([m.mentioned for m in msgs], MENTION_SLOTS)
         self.has_address = self.addressed[:, 0] != _NONE
         self.prev_same, self.next_same = _prev_next_same(self.author)
-        self.overlap, self.rarest = _overlaps([m.stems for m in msgs], idf)
-        self.pace = _pace(self.date)
         self.informative = _informative(idf)
         known = frozenset(self.informative)
         self.stems = [m.stems & known for m in msgs]
+        self.overlap, self.rarest = _overlaps_of(self.stems, self.informative)
+        self.pace = _pace(self.date)
+        # Slots as contiguous columns, and how many messages before each fill each slot, so
+        # a block skips the name comparisons of a slot no message near it fills.
+        self.address_slots = [
+            np.ascontiguousarray(self.addressed[:, s]) for s in range(ADDRESS_SLOTS)
+        ]
+        self.mention_slots = [
+            np.ascontiguousarray(self.mentioned[:, s]) for s in range(MENTION_SLOTS)
+        ]
+        self.address_filled = [_filled_before(c) for c in self.address_slots]
+        self.mention_filled = [_filled_before(c) for c in self.mention_slots]
 
 
-def _names(slots: np.ndarray, who: np.ndarray) -> np.ndarray:
-    """Whether any slot (last axis) names ``who`` (broadcast against the leading axes)."""
-    hit = np.zeros(np.broadcast_shapes(slots.shape[:-1], who.shape), dtype=bool)
-    for s in range(slots.shape[-1]):
-        hit |= slots[..., s] == who
+def _filled_before(slot: np.ndarray) -> np.ndarray:
+    """``out[k]``: how many of messages ``0..k-1`` fill this slot."""
+    return np.concatenate(([0], np.cumsum(slot != _NONE)))
+
+
+def _used(filled: list[np.ndarray], lo: int, hi: int) -> list[int]:
+    """The slots some message of ``lo..hi-1`` fills."""
+    lo = max(lo, 0)
+    return [s for s, f in enumerate(filled) if f[hi] > f[lo]]
+
+
+def _names_any(
+    slots: list[np.ndarray], used: list[int], at: np.ndarray, who: np.ndarray
+) -> np.ndarray:
+    """Whether any used slot of the messages ``at`` names ``who`` (broadcast together)."""
+    hit = np.zeros(np.broadcast_shapes(at.shape, who.shape), dtype=bool)
+    for s in used:
+        hit |= slots[s][at] == who
     return hit
 
 
-def pair_features(t: TopicArrays, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """``PAIR_FEATURES`` of messages ``lo..hi-1`` against their candidates.
+_DIST = WINDOW - np.arange(WINDOW)  # column c holds the candidate this many messages back
+_DISTANCE_COLUMNS = np.stack(
+    [
+        np.log1p(_DIST) / np.log1p(WINDOW),
+        _DIST == 1,
+        _DIST == 2,
+        _DIST == 3,
+    ],
+    axis=-1,
+).astype(np.float32)
+
+
+def pair_columns(
+    t: TopicArrays,
+    lo: int,
+    hi: int,
+    out: np.ndarray | None = None,
+    rows: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``PAIR_FEATURES`` of messages ``lo..hi-1`` against their candidates, feature-major.
+
+    Args:
+        out: A float32 array of at least ``(len(PAIR_FEATURES), n, WINDOW)`` to fill.
+        rows: Only these messages (ascending, within ``lo..hi-1``), instead of all ``n``.
 
     Returns:
-        ``(features, valid)``: a ``(hi-lo, WINDOW, len(PAIR_FEATURES))`` float32 array and the
-        ``(hi-lo, WINDOW)`` mask of candidates that exist.
+        ``(features, valid)``: the ``(len(PAIR_FEATURES), n, WINDOW)`` float32 features
+        (zero for candidates that do not exist) and the ``(n, WINDOW)`` mask of those that do.
     """
-    i = np.arange(lo, hi)[:, None]
-    dist = WINDOW - np.arange(WINDOW)[None, :]
-    j_raw = i - dist
-    valid = j_raw >= 0
-    j = np.maximum(j_raw, 0)
+    i1 = np.arange(lo, hi) if rows is None else rows
+    n = len(i1)
+    if out is None:
+        out = np.empty((len(PAIR_FEATURES), n, WINDOW), dtype=np.float32)
+    out = out[:, :n]
+    i = i1[:, None]
+    j = i - _DIST
+    valid = j >= 0
+    if lo < WINDOW:
+        j = np.maximum(j, 0)
     a_i, a_j = t.author[i], t.author[j]
     same = a_i == a_j
     other = ~same
-    addr_i, addr_j = t.addressed[i[:, 0]][:, None, :], t.addressed[j]
-    c_addr = _names(addr_i, a_j) & other
-    c_ment = _names(t.mentioned[i[:, 0]][:, None, :], a_j) & other
-    p_addr = _names(addr_j, a_i) & other
-    p_ment = _names(t.mentioned[j], a_i) & other
+    out[0:4] = np.moveaxis(_DISTANCE_COLUMNS, -1, 0)[:, None, :]
+    gap = np.maximum(t.date[i] - t.date[j], 0.0)
+    out[4] = (np.log1p(gap) - t.pace[i]) / GAP_SCALE
+    out[5] = same
+    # Who names whom: only the slots some message of the block (or its window) fills.
+    own_used = _used(t.address_filled, lo, hi)
+    cand_used = _used(t.address_filled, lo - WINDOW, hi)
+    c_addr = _names_any(t.address_slots, own_used, i, a_j) & other
+    c_ment = _names_any(t.mention_slots, _used(t.mention_filled, lo, hi), i, a_j) & other
+    p_addr = _names_any(t.address_slots, cand_used, j, a_i) & other
+    p_ment = _names_any(t.mention_slots, _used(t.mention_filled, lo - WINDOW, hi), j, a_i) & other
     has_i = t.has_address[i]
     has_j = t.has_address[j]
-    same_addressee = ((addr_i[..., :1] == addr_j) & (addr_j != _NONE)).any(axis=-1) & has_i & other
+    out[6] = c_addr
+    out[7] = c_ment
+    out[8] = p_addr
+    out[9] = p_ment
+    out[10] = has_i & ~c_addr & other
+    out[11] = has_j & ~p_addr & other
+    # The message's first addressee is one of the candidate's (a filled slot never holds -1).
+    same_addressee = np.zeros((n, WINDOW), dtype=bool)
+    if own_used and cand_used:
+        first = t.address_slots[0][i]
+        for s in cand_used:
+            same_addressee |= t.address_slots[s][j] == first
+        same_addressee &= has_i & other
+    out[12] = same_addressee
     nxt = t.next_same[j]
-    latest = nxt >= i
+    out[13] = nxt >= i
     nxt2 = t.next_same[np.minimum(nxt, t.n - 1)]
-    superseded2 = (nxt < i) & (nxt2 < i)
+    out[14] = (nxt < i) & (nxt2 < i)
     prev_j = t.prev_same[j]
-    new_in_window = (prev_j == _NONE) | (j - prev_j > WINDOW)
+    out[15] = (prev_j == _NONE) | (j - prev_j > WINDOW)
     own_prev = t.prev_same[i]
-    spoke_since = (own_prev > j) & other
+    out[16] = (own_prev > j) & other
     own_prev_c = np.maximum(own_prev, 0)
-    c_prev_addr = _names(t.addressed[own_prev_c[:, 0]][:, None, :], a_j) & (own_prev >= 0) & other
+    # The author's previous message may lie any distance back.
+    known_prev = own_prev[own_prev != _NONE]
+    c_prev_used = _used(t.address_filled, int(known_prev.min()) if known_prev.size else hi, hi)
+    out[17] = _names_any(t.address_slots, c_prev_used, own_prev_c, a_j) & (own_prev >= 0) & other
     # The newest candidate addressing c's author: the one whose count from the right is 1.
-    p_addr_latest = p_addr & (np.cumsum(p_addr[:, ::-1], axis=1)[:, ::-1] == 1)
-    overlap = t.overlap[i, dist]
+    out[18] = p_addr & (np.cumsum(p_addr[:, ::-1], axis=1)[:, ::-1] == 1)
+    at = slice(lo, hi) if rows is None else rows
+    overlap = t.overlap[at, WINDOW:0:-1]
     best = overlap.max(axis=1, keepdims=True)
-    share = np.divide(overlap, best, out=np.zeros_like(overlap), where=best > 0)
+    out[19] = np.log1p(overlap) / OVERLAP_SCALE
+    out[20] = np.divide(overlap, best, out=np.zeros_like(overlap), where=best > 0)
+    out[21] = (overlap == best) & (best > 0)
+    out[22] = t.rarest[at, WINDOW:0:-1] / IDF_SCALE
     d_prev = i - prev_j
     has_prev = (prev_j != _NONE) & (d_prev <= WINDOW)
-    overlap_prev = np.where(has_prev, t.overlap[i, np.where(has_prev, d_prev, 0)], 0.0)
-    gap = np.maximum(t.date[i] - t.date[j], 0.0)
-    shape = valid.shape
-    cols = [
-        np.broadcast_to(np.log1p(dist) / np.log1p(WINDOW), shape),
-        np.broadcast_to(dist == 1, shape),
-        np.broadcast_to(dist == 2, shape),
-        np.broadcast_to(dist == 3, shape),
-        (np.log1p(gap) - t.pace[i]) / GAP_SCALE,
-        same,
-        c_addr,
-        c_ment,
-        p_addr,
-        p_ment,
-        has_i & ~c_addr & other,
-        has_j & ~p_addr & other,
-        same_addressee,
-        latest,
-        superseded2,
-        new_in_window,
-        spoke_since,
-        c_prev_addr,
-        p_addr_latest,
-        np.log1p(overlap) / OVERLAP_SCALE,
-        share,
-        (overlap == best) & (best > 0),
-        t.rarest[i, dist] / IDF_SCALE,
-        np.log1p(overlap_prev) / OVERLAP_SCALE,
-        t.question[j],
-        t.log_length[j] / LENGTH_SCALE,
-    ]
-    out = np.stack([np.asarray(c, dtype=np.float32) for c in cols], axis=-1)
-    out[~valid] = 0.0
+    flat = i * (WINDOW + 1) + np.where(has_prev, d_prev, 0)
+    out[23] = np.where(has_prev, np.log1p(t.overlap.reshape(-1)[flat]) / OVERLAP_SCALE, 0.0)
+    out[24] = t.question[j]
+    out[25] = t.log_length[j] / LENGTH_SCALE
+    if lo < WINDOW:
+        out[:, ~valid] = 0.0
     return out, valid
 
 
+_P = {name: k for k, name in enumerate(PAIR_FEATURES)}
+
+
 def message_features(
-    t: TopicArrays, lo: int, hi: int, pair: np.ndarray, valid: np.ndarray
+    t: TopicArrays,
+    lo: int,
+    hi: int,
+    cols: np.ndarray,
+    valid: np.ndarray,
+    rows: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``MESSAGE_FEATURES`` of messages ``lo..hi-1`` (``pair``/``valid`` from ``pair_features``)."""
-    i = np.arange(lo, hi)
+    """``MESSAGE_FEATURES`` of messages ``lo..hi-1`` or ``rows`` (``cols``/``valid`` from
+    ``pair_columns`` with the same arguments)."""
+    i = np.arange(lo, hi) if rows is None else rows
     prev_gap = np.where(i > 0, t.date[i] - t.date[np.maximum(i - 1, 0)], 0.0)
     own_prev = t.prev_same[i]
     has_own = (own_prev != _NONE) & (i - own_prev <= WINDOW)
     own_gap = np.where(has_own, t.date[i] - t.date[np.maximum(own_prev, 0)], 0.0)
-    p = {name: k for k, name in enumerate(PAIR_FEATURES)}
     pace = t.pace[i]
-    cols = [
-        (np.log1p(np.maximum(prev_gap, 0.0)) - pace) / GAP_SCALE,
-        has_own,
-        np.where(has_own, np.log1p(np.maximum(own_gap, 0.0)) - pace, 0.0) / GAP_SCALE,
-        t.has_address[i],
-        pair[:, :, p["c_addresses_p"]].max(axis=1),
-        pair[:, :, p["c_mentions_p"]].max(axis=1),
-        pair[:, :, p["p_addresses_c"]].max(axis=1),
-        t.question[i],
-        t.log_length[i] / LENGTH_SCALE,
-        pair[:, :, p["overlap"]].max(axis=1),
-        valid.sum(axis=1) / WINDOW,
-    ]
-    return np.stack([np.asarray(c, dtype=np.float32) for c in cols], axis=-1)
+    out = np.empty((len(i), len(MESSAGE_FEATURES)), dtype=np.float32)
+    out[:, 0] = (np.log1p(np.maximum(prev_gap, 0.0)) - pace) / GAP_SCALE
+    out[:, 1] = has_own
+    out[:, 2] = np.where(has_own, np.log1p(np.maximum(own_gap, 0.0)) - pace, 0.0) / GAP_SCALE
+    out[:, 3] = t.has_address[i]
+    out[:, 4] = cols[_P["c_addresses_p"]].max(axis=1)
+    out[:, 5] = cols[_P["c_mentions_p"]].max(axis=1)
+    out[:, 6] = cols[_P["p_addresses_c"]].max(axis=1)
+    out[:, 7] = t.question[i]
+    out[:, 8] = t.log_length[i] / LENGTH_SCALE
+    out[:, 9] = cols[_P["overlap"]].max(axis=1)
+    out[:, 10] = valid.sum(axis=1) / WINDOW
+    return out
 
 
 class DynamicState:
@@ -355,12 +427,14 @@ class DynamicState:
         self.parent = [_NONE] * n
         self.conv = [_NONE] * n
         self.replies = [0] * n
+        self.log_replies = [0.0] * n
         self.tail = [_NONE] * n
         self.size = [0] * n
         self.author: list[int] = t.author.tolist()
         self.prev_same: list[int] = t.prev_same.tolist()
         self.answered_by: list[set[int]] = [set() for _ in range(n)]
-        self.named: dict[tuple[int, int], int] = {}
+        # named[a][b]: the latest message in which a and b named each other.
+        self.named: dict[int, dict[int, int]] = {}
         self._mentioned = [[a for a in row if a != _NONE] for row in t.mentioned.tolist()]
         self.date: list[float] = t.date.tolist()
         self.pace: list[float] = t.pace.tolist()
@@ -375,7 +449,9 @@ class DynamicState:
         else:
             self.parent[i] = parent
             conv = self.conv[parent]
-            self.replies[parent] += 1
+            replies = self.replies[parent] + 1
+            self.replies[parent] = replies
+            self.log_replies[parent] = math.log1p(replies)
             self.answered_by[parent].add(a_i)
         self.conv[i] = conv
         self.tail[conv] = i
@@ -383,59 +459,85 @@ class DynamicState:
         self.conv_authors.setdefault(conv, set()).add(a_i)
         self.conv_stems.setdefault(conv, set()).update(self.t.stems[i])
         for b in self._mentioned[i]:
-            self.named[(a_i, b)] = self.named[(b, a_i)] = i
+            self.named.setdefault(a_i, {})[b] = i
+            self.named.setdefault(b, {})[a_i] = i
 
     def features(self, i: int, cands: Sequence[int]) -> np.ndarray:
         """``(len(cands), len(DYNAMIC_FEATURES))`` float32 features of candidates ``cands``
         (earlier indices within ``WINDOW``) of message ``i``."""
+        flat = self.features_flat(i, cands)
+        return np.asarray(flat, dtype=np.float32).reshape(len(cands), len(DYNAMIC_FEATURES))
+
+    def features_flat(self, i: int, cands: Sequence[int]) -> list[float]:
+        """``features(i, cands)`` as one flat row-major list of Python floats.
+
+        What depends only on the candidate's conversation (its size, authors, words, last
+        time) is computed once per conversation among ``cands``.
+        """
         parent, conv, author = self.parent, self.conv, self.author
         a_i = author[i]
         own = self.prev_same[i]
+        answered_own: set[int] | frozenset[int]
         if own == _NONE or i - own > WINDOW:
             own = own_par = own_conv = a_own_par = -2
-            answered_own: set[int] = set()
+            answered_own = _NO_AUTHORS
         else:
             own_par, own_conv = parent[own], conv[own]
             a_own_par = author[own_par] if own_par != _NONE else -2
             answered_own = self.answered_by[own]
-        named, tail, replies, size = self.named, self.tail, self.replies, self.size
+        tail, log_replies, size = self.tail, self.log_replies, self.size
         conv_authors, conv_stems, date = self.conv_authors, self.conv_stems, self.date
         recent = i - INTERACTION_WINDOW
+        named = self.named.get(a_i, _NOBODY)
         c_stems, idf, date_i, pace = self.t.stems[i], self.t.informative, date[i], self.pace[i]
         log1p = math.log1p
-        overlap = self.t.overlap[i]
-        rows = []
+        overlap: list[float] | None = None
+        by_conv: dict[int, tuple[float, float, float, float, float]] = {}
+        out: list[float] = []
         for j in cands:
             pj, cj = parent[j], conv[j]
             if pj == _NONE:
                 from_parent, answers_own, started, near = 0.0, 0.0, 1.0, 0.0
             else:
-                from_parent = float(author[pj] == a_i)
-                answers_own = float(pj == own)
+                from_parent = 1.0 if author[pj] == a_i else 0.0
+                answers_own = 1.0 if pj == own else 0.0
                 started = 0.0
                 d = i - pj
-                near = log1p(float(overlap[d])) / OVERLAP_SCALE if d <= WINDOW else 0.0
-            a_j = author[j]
-            rows.append(
-                (
-                    from_parent,
-                    answers_own,
-                    started,
-                    float(tail[cj] == j),
-                    float(cj == own_conv),
-                    log1p(replies[j]),
+                if d <= WINDOW:
+                    if overlap is None:
+                        overlap = self.t.overlap[i].tolist()
+                    near = log1p(overlap[d]) / OVERLAP_SCALE
+                else:
+                    near = 0.0
+            of_conv = by_conv.get(cj)
+            if of_conv is None:
+                of_conv = (
+                    1.0 if cj == own_conv else 0.0,
                     log1p(size[cj]) / SIZE_SCALE,
-                    near,
-                    float(j == own_par),
-                    float(a_j == a_own_par),
-                    float(a_j in answered_own),
-                    float(named.get((a_i, a_j), recent - 1) >= recent),
-                    float(a_i in conv_authors[cj]),
+                    1.0 if a_i in conv_authors[cj] else 0.0,
                     log1p(sum(idf[s] for s in c_stems & conv_stems[cj])) / OVERLAP_SCALE,
                     (log1p(max(date_i - date[tail[cj]], 0.0)) - pace) / GAP_SCALE,
                 )
+                by_conv[cj] = of_conv
+            a_j = author[j]
+            out += (
+                from_parent,
+                answers_own,
+                started,
+                1.0 if tail[cj] == j else 0.0,
+                of_conv[0],
+                log_replies[j],
+                of_conv[1],
+                near,
+                1.0 if j == own_par else 0.0,
+                1.0 if a_j == a_own_par else 0.0,
+                1.0 if a_j in answered_own else 0.0,
+                1.0 if named.get(a_j, recent - 1) >= recent else 0.0,
+                of_conv[2],
+                of_conv[3],
+                of_conv[4],
             )
-        return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(DYNAMIC_FEATURES))
+        return out
 
 
 @dataclass(slots=True)
@@ -470,8 +572,9 @@ class TopicInputs:
         if b is None or not b.lo <= i < b.lo + len(b.valid):
             lo = i - i % self.BLOCK_MESSAGES
             hi = min(lo + self.BLOCK_MESSAGES, self.arrays.n)
-            pair, valid = pair_features(self.arrays, lo, hi)
-            b = Block(lo, pair, message_features(self.arrays, lo, hi, pair, valid), valid)
+            cols, valid = pair_columns(self.arrays, lo, hi)
+            message = message_features(self.arrays, lo, hi, cols, valid)
+            b = Block(lo, np.moveaxis(cols, 0, -1), message, valid)
             self._block = b
         return b
 

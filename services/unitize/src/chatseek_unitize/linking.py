@@ -15,18 +15,23 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
+import gc
 import json
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from chatseek_core.errors import InvalidValue
-from chatseek_core.text import normalise, stems
+from chatseek_core.text import normalise, normalised_words, stem
 from chatseek_unitize.cutting import chrono_key, is_unit_member, same_album
 from chatseek_unitize.linkfeatures import (
     DYNAMIC_FEATURES,
@@ -34,8 +39,9 @@ from chatseek_unitize.linkfeatures import (
     PAIR_FEATURES,
     WINDOW,
     Analysed,
-    Block,
     TopicInputs,
+    message_features,
+    pair_columns,
 )
 from chatseek_unitize.model import Msg
 
@@ -66,6 +72,7 @@ RULE_SAME_AUTHOR_CONFIDENCE = 0.6
 RULE_NEW_CONFIDENCE = 0.5
 REJECTED_KEPT = 3
 SHORTLIST = 10
+SCORE_BLOCK = 128
 MIN_NAME_KEY_CHARS = 2
 MIN_FIRST_NAME_CHARS = 3
 WEIGHTS_PATH = Path(__file__).with_name("link_weights.json")
@@ -81,6 +88,7 @@ _RU_STEM_FINALS = frozenset("аяйоеь")
 _RU_CASE_ENDINGS = ("", "а", "я", "у", "ю", "е", "и", "ы", "ой", "ей", "ом", "ем", "ым", "ью")
 _CYRILLIC_START = "\u0400"
 _CYRILLIC_END = "\u04ff"
+_NO_NAMES: frozenset[str] = frozenset()
 
 
 # --- results ---
@@ -154,7 +162,7 @@ def _name_keys(name: str) -> set[str]:
 class _Info:
     author: int | str
     date: int
-    tokens: frozenset[str]
+    tokens: set[str]
     lead: frozenset[str]
     stems: frozenset[str]
     question: bool
@@ -162,10 +170,12 @@ class _Info:
 
 
 def _analyse(m: Msg) -> _Info:
-    text = " ".join(p for p in (m.text, m.media_text or "") if p)
+    text = m.text
+    if m.media_text:
+        text = f"{text} {m.media_text}" if text else m.media_text
     norm = normalise(text)
     raw = norm.split()
-    tokens = {t.strip(_TOKEN_STRIP) for t in raw}
+    tokens = set(map(str.strip, raw, repeat(_TOKEN_STRIP)))
     tokens.discard("")
     lead: set[str] = set()
     if raw:
@@ -174,9 +184,10 @@ def _analyse(m: Msg) -> _Info:
             lead.add(first[:-1].lstrip("@"))
         elif len(raw) > 1 and raw[1].endswith(_ADDRESS_ENDINGS):
             lead.add(f"{first} {raw[1][:-1]}")
-    for t in raw:
-        if t.startswith("@") and len(t) > 1:
-            lead.add(t[1:].strip(_TOKEN_STRIP))
+    if "@" in norm:
+        for t in raw:
+            if t.startswith("@") and len(t) > 1:
+                lead.add(t[1:].strip(_TOKEN_STRIP))
     for mention in m.mentions:
         key = normalise(mention).lstrip("@")
         lead.add(key)
@@ -185,9 +196,9 @@ def _analyse(m: Msg) -> _Info:
     return _Info(
         author=author,
         date=m.date,
-        tokens=frozenset(tokens),
-        lead=frozenset(lead),
-        stems=frozenset(stems(text)),
+        tokens=tokens,
+        lead=frozenset(lead) if lead else _NO_NAMES,
+        stems=frozenset(map(stem, normalised_words(norm))),
         question="?" in text,
         length=len(text),
     )
@@ -206,10 +217,16 @@ class LinkContext:
         self.idf = idf
         self.info = [_analyse(m) for m in self.msgs]
         self.parent: list[int | None] = [None] * len(self.msgs)
+        # Which messages the scorer will be asked about (``build_links`` clears the ones a
+        # reply or an agent answer decides); a hint, so scorers may skip the others' work.
+        self.scored: list[bool] = [True] * len(self.msgs)
         self.decided = 0
         self._name_keys: dict[int | str, set[str]] = {}
+        seen: set[tuple[int | str, str]] = set()
         for m, inf in zip(self.msgs, self.info, strict=True):
-            self._name_keys.setdefault(inf.author, set()).update(_name_keys(m.sender_name))
+            if (inf.author, m.sender_name) not in seen:
+                seen.add((inf.author, m.sender_name))
+                self._name_keys.setdefault(inf.author, set()).update(_name_keys(m.sender_name))
 
     def name_keys(self, author: int | str) -> set[str]:
         """Every name form seen for ``author`` in this topic."""
@@ -375,67 +392,137 @@ class LearnedScorer:
         self.b1, self.w2 = b1, w2
         self.new_bias = float(model.get("new_bias", 0.0))
         self.inputs: TopicInputs | None = None
-        self._pre: tuple[int, np.ndarray, np.ndarray, list[list[int]]] | None = None
+        self._static: _Static | None = None
+        self._buffers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._hidden = np.empty((SHORTLIST, len(b1)), dtype=np.float32)
 
     def prepare(self, ctx: LinkContext) -> None:
         """Compute the topic's arrays; decisions are read back from ``ctx`` as they come."""
         self.inputs = TopicInputs(ctx.analysed(), ctx.idf)
-        self._pre = None
+        self._static = None
 
-    def _block(self, i: int) -> tuple[Block, np.ndarray, np.ndarray, list[list[int]]]:
-        """The block of ``i``: pre-activations, "new" scores and each message's shortlist
-        (candidate columns)."""
+    def _block(self, ctx: LinkContext, i: int) -> _Static:
+        """The static part of the block of ``SCORE_BLOCK`` messages holding ``i``, for the
+        messages of it ``ctx.scored`` lists (and ``i``)."""
         assert self.inputs is not None
-        block = self.inputs.block(i)
-        if self._pre is None or self._pre[0] != block.lo:
-            n, hidden = len(block.valid), len(self.b1)
-            shared = block.message @ self.w_message + self.b1
-            # 2-D products: one BLAS call each, where a 3-D matmul loops over the messages.
-            flat = block.pair.reshape(n * WINDOW, -1) @ self.w_pair
-            pre = flat.reshape(n, WINDOW, hidden) + shared[:, None, :]
-            new = np.maximum(shared + self.w_new, 0.0) @ self.w2
-            static = (np.maximum(pre, 0.0).reshape(n * WINDOW, hidden) @ self.w2).reshape(n, WINDOW)
-            static[~block.valid] = -np.inf
-            keep = min(SHORTLIST, WINDOW)
-            top = np.argpartition(-static, keep - 1, axis=1)[:, :keep].tolist()
-            valid = block.valid.tolist()
-            short = [[c for c in cols if ok[c]] for cols, ok in zip(top, valid, strict=True)]
-            self._pre = (block.lo, pre, new, short)
-        return block, self._pre[1], self._pre[2], self._pre[3]
+        st = self._static
+        if st is not None and st.lo <= i < st.lo + len(st.at) and st.at[i - st.lo] >= 0:
+            return st
+        t = self.inputs.arrays
+        lo = i - i % SCORE_BLOCK
+        hi = min(lo + SCORE_BLOCK, t.n)
+        scored = ctx.scored
+        picked = [r for r in range(lo, hi) if scored[r] or r == i]
+        rows = None if len(picked) == hi - lo else np.asarray(picked, dtype=np.int64)
+        at = [-1] * (hi - lo)
+        for k, r in enumerate(picked):
+            at[r - lo] = k
+        n, hidden = len(picked), len(self.b1)
+        if self._buffers is None:
+            self._buffers = (
+                np.empty((len(PAIR_FEATURES), SCORE_BLOCK, WINDOW), dtype=np.float32),
+                np.empty((SCORE_BLOCK * WINDOW, hidden), dtype=np.float32),
+                np.empty((SCORE_BLOCK * WINDOW, hidden), dtype=np.float32),
+            )
+        cols_buf, pre_buf, act_buf = self._buffers
+        cols, valid = pair_columns(t, lo, hi, cols_buf, rows)
+        message = message_features(t, lo, hi, cols, valid, rows)
+        shared = message @ self.w_message + self.b1
+        # One product over every candidate of the block (the feature-major columns are a
+        # transposed view, which BLAS reads as is); buffers are reused, as fresh arrays this
+        # size would be paged in again for every block.
+        flat = pre_buf[: n * WINDOW]
+        np.matmul(cols.reshape(len(PAIR_FEATURES), n * WINDOW).T, self.w_pair, out=flat)
+        pre = flat.reshape(n, WINDOW, hidden)
+        pre += shared[:, None, :]
+        act = np.maximum(flat, 0.0, out=act_buf[: n * WINDOW])
+        static = (act @ self.w2).reshape(n, WINDOW)
+        static[~valid] = -np.inf
+        keep = min(SHORTLIST, WINDOW)
+        top = np.argpartition(-static, keep - 1, axis=1)[:, :keep]
+        # Only the first ``keep`` messages of a topic have fewer candidates than that: their
+        # real ones go first (in partition order), and only those are listed.
+        short_rows = [k for k, r in enumerate(picked) if r < keep]
+        for row in short_rows:
+            cols = top[row]
+            real = valid[row, cols]
+            top[row] = np.concatenate((cols[real], cols[~real]))
+        short = top.tolist()
+        for row in short_rows:
+            del short[row][int(valid[row].sum()) :]
+        short_pre = pre[np.arange(n)[:, None], top]
+        new = (np.maximum(shared + self.w_new, 0.0) @ self.w2).tolist()
+        st = _Static(lo, at, new, short, short_pre)
+        self._static = st
+        return st
+
+    def _raw(self, ctx: LinkContext, i: int) -> tuple[list[int], list[float]]:
+        """Message ``i``'s shortlisted candidates (indices) and the raw scores of "new"
+        (first) and of each of them."""
+        if self.inputs is None or self.inputs.arrays.n != len(ctx.msgs):
+            self.prepare(ctx)
+        inputs = self.inputs
+        assert inputs is not None
+        inputs.sync(ctx.parent, i)
+        st = self._block(ctx, i)
+        row = st.at[i - st.lo]
+        cols = st.short[row]
+        base = i - WINDOW
+        cands = [base + c for c in cols]
+        raw = [st.new[row] + self.new_bias]
+        if cols:
+            k = len(cols)
+            flat = inputs.state.features_flat(i, cands)
+            dynamic = np.array(flat, dtype=np.float32).reshape(k, len(DYNAMIC_FEATURES))
+            hidden = np.matmul(dynamic, self.w_dynamic, out=self._hidden[:k])
+            hidden += st.short_pre[row, :k]
+            raw += (np.maximum(hidden, 0.0, out=hidden) @ self.w2).tolist()
+        return cands, raw
 
     def scores(self, ctx: LinkContext, i: int) -> tuple[list[int], np.ndarray]:
         """The shortlisted candidates of message ``i`` (indices) and the probabilities of
         "new" (first) and of each of them."""
-        if self.inputs is None or self.inputs.arrays.n != len(ctx.msgs):
-            self.prepare(ctx)
-        assert self.inputs is not None
-        self.inputs.sync(ctx.parent, i)
-        block, pre, new, short = self._block(i)
-        row = i - block.lo
-        cols = short[row]
-        cands = [i - WINDOW + c for c in cols]
-        raw = np.empty(1 + len(cols), dtype=np.float64)
-        raw[0] = new[row] + self.new_bias
-        if cols:
-            dynamic = self.inputs.state.features(i, cands)
-            hidden = pre[row, cols] + dynamic @ self.w_dynamic
-            raw[1:] = np.maximum(hidden, 0.0) @ self.w2
-        ex = np.exp(raw - raw.max())
-        return cands, ex / ex.sum()
+        cands, raw = self._raw(ctx, i)
+        return cands, np.asarray(_softmax(raw))
 
     def choose(self, ctx: LinkContext, i: int) -> Choice:
         """The most probable option for message ``i``, with runners-up in ``rejected``."""
-        cands, probs = self.scores(ctx, i)
-        order = np.argsort(-probs, kind="stable")
-        best = int(order[0])
+        cands, raw = self._raw(ctx, i)
+        probs = _softmax(raw)
+        # Stable: equal probabilities keep option order ("new" first, then the shortlist's).
+        order = sorted(range(len(probs)), key=probs.__getitem__, reverse=True)
+        best = order[0]
+        msgs = ctx.msgs
         rejected = tuple(
-            (-1 if k == 0 else ctx.msgs[cands[k - 1]].msg_id, round(float(probs[k]), 4))
-            for k in (int(x) for x in order[1 : 1 + REJECTED_KEPT])
+            [
+                (-1 if k == 0 else msgs[cands[k - 1]].msg_id, round(probs[k], 4))
+                for k in order[1 : 1 + REJECTED_KEPT]
+            ]
         )
-        confidence = round(float(probs[best]), 4)
+        confidence = round(probs[best], 4)
         if best == 0:
             return Choice(None, "new", confidence, rejected)
         return Choice(cands[best - 1], "scored", confidence, rejected)
+
+
+@dataclass(frozen=True, slots=True)
+class _Static:
+    """What a block of messages gets before any decision: for message ``lo + r`` at row
+    ``at[r]`` (-1: not computed), its "new" score, its shortlist (candidate columns) and
+    their pre-activations."""
+
+    lo: int
+    at: list[int]
+    new: list[float]
+    short: list[list[int]]
+    short_pre: np.ndarray  # (messages, SHORTLIST, hidden) float32
+
+
+def _softmax(raw: Sequence[float]) -> list[float]:
+    top = max(raw)
+    ex = [math.exp(r - top) for r in raw]
+    total = sum(ex)
+    return [e / total for e in ex]
 
 
 # --- building ---
@@ -476,32 +563,70 @@ def build_links(
     """
     scorer = scorer if scorer is not None else LearnedScorer()
     answers = agent_answers or {}
-    groups: dict[int | None, list[Msg]] = {}
-    for m in msgs:
-        if is_unit_member(m):
-            groups.setdefault(m.topic_id, []).append(m)
-    contexts = [LinkContext(sorted(g, key=chrono_key), {}) for g in groups.values()]
-    idf = _idf(contexts)
-    links: list[tuple[tuple[int, int], Link]] = []
-    for ctx in contexts:
-        ctx.idf = idf
-        scorer.prepare(ctx)
-        for i, m in enumerate(ctx.msgs):
-            link = _decide(ctx, i, m, answers, scorer)
-            ctx.commit(i, None if link.parent_id is None else ctx.index[link.parent_id])
-            links.append((chrono_key(m), link))
-    links.sort(key=lambda kv: kv[0])
+    with _collector_paused(), _one_blas_thread():
+        groups: dict[int | None, list[Msg]] = {}
+        for m in msgs:
+            if is_unit_member(m):
+                groups.setdefault(m.topic_id, []).append(m)
+        contexts = [LinkContext(sorted(g, key=chrono_key), {}) for g in groups.values()]
+        idf = _idf(contexts)
+        links: list[tuple[tuple[int, int], Link]] = []
+        for ctx in contexts:
+            ctx.idf = idf
+            fixed = [_by_precedence(ctx, i, m, answers) for i, m in enumerate(ctx.msgs)]
+            ctx.scored = [link is None for link in fixed]
+            scorer.prepare(ctx)
+            for i, m in enumerate(ctx.msgs):
+                link = fixed[i] or _scored(ctx, i, m, scorer)
+                ctx.commit(i, None if link.parent_id is None else ctx.index[link.parent_id])
+                links.append((chrono_key(m), link))
+        links.sort(key=lambda kv: kv[0])
     log.debug("built %d links over %d topics", len(links), len(contexts))
     return [link for _, link in links]
 
 
-def _decide(
-    ctx: LinkContext,
-    i: int,
-    m: Msg,
-    answers: Mapping[int, int | None],
-    scorer: LinkScorer,
-) -> Link:
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector, if it runs, until the block ends.
+
+    Linking allocates several long-lived containers per message (sets, tuples, lists) and no
+    reference cycles; every collection the allocations trigger walks all of them again, which
+    cost about 40% of a 100k-message build. The collector is process-wide: a build running
+    beside another may see it re-enabled early, which costs only speed.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@functools.cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """Run BLAS on one thread until the block ends.
+
+    The scorer's products are small (a 128-message block is 6,400 rows by 26 features) and
+    come between stretches of Python. OpenBLAS's helper threads spin-wait between calls, so
+    they took a second core for little: on the shared 2-core machine, with other load, the
+    100k bench chat built at ~4,700 msgs/s with them and ~11,500 without. The limit is
+    process-wide while a build runs.
+    """
+    with _blas().limit(limits=1, user_api="blas"):
+        yield
+
+
+def _by_precedence(
+    ctx: LinkContext, i: int, m: Msg, answers: Mapping[int, int | None]
+) -> Link | None:
+    """The link an explicit reply or a valid agent answer gives message ``i``, if any."""
     if i > 0 and same_album(ctx.msgs[i - 1], m):
         return Link(m.msg_id, ctx.msgs[i - 1].msg_id, "album", 1.0)
     if m.reply_to is not None:
@@ -515,6 +640,10 @@ def _decide(
         target = ctx.index.get(answer)
         if target is not None and target < i:
             return Link(m.msg_id, answer, "agent", 1.0)
+    return None
+
+
+def _scored(ctx: LinkContext, i: int, m: Msg, scorer: LinkScorer) -> Link:
     choice = scorer.choose(ctx, i)
     parent_id = None if choice.parent is None else ctx.msgs[choice.parent].msg_id
     return Link(m.msg_id, parent_id, choice.reason, choice.confidence, choice.rejected)
@@ -543,6 +672,7 @@ def conversations(links: Iterable[Link]) -> list[list[int]]:
             if a != b:
                 up[a] = b
     groups: dict[int, list[int]] = {}
-    for link in ordered:
-        groups.setdefault(find(link.msg_id), []).append(link.msg_id)
+    with _collector_paused():  # one list per conversation, as build_links
+        for link in ordered:
+            groups.setdefault(find(link.msg_id), []).append(link.msg_id)
     return list(groups.values())
