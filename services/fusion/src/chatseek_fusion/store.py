@@ -271,7 +271,7 @@ def channel_copies(conn: Connection, units: Iterable[UnitRow]) -> dict[int, Chan
                 " JOIN ingest.messages p ON p.account = m.account AND p.chat_id = c.chat_id"
                 "  AND p.date BETWEEN m.date - ? AND m.date AND p.norm_text = m.norm_text"
                 " WHERE m.account = ? AND m.chat_id = ? AND m.fwd_from IS NOT NULL"
-                f"  AND m.norm_text <> '' AND m.sender_id > 0 AND m.msg_id IN ({marks})"
+                f"  AND m.norm_text <> '' AND m.msg_id IN ({marks})"
                 " ORDER BY m.msg_id, p.date DESC",
                 (COPY_WINDOW_S, account, chat_id, *chunk),
             ):
