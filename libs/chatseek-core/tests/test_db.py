@@ -23,6 +23,39 @@ def test_connect_sets_wal_foreign_keys_and_busy_timeout(tmp_path: Path) -> None:
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == db.BUSY_TIMEOUT_MS
 
 
+def test_memory_is_bounded_per_connection_and_per_process(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path / "x.db")
+    db.attach_readonly(conn, _file_with_a_table(tmp_path / "other.db"), "other")
+    for schema in ("main", "other"):
+        assert conn.execute(f"PRAGMA {schema}.mmap_size").fetchone()[0] == 0
+        assert -conn.execute(f"PRAGMA {schema}.cache_size").fetchone()[0] <= db.CACHE_SIZE_KIB
+    assert conn.execute("PRAGMA soft_heap_limit").fetchone()[0] == db.HEAP_LIMIT_BYTES
+
+
+def test_a_wal_past_its_limit_is_cut_back_once_a_checkpoint_resets_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(db, "WAL_SIZE_LIMIT_BYTES", 256 * 1024)
+    path = tmp_path / "w.db"
+    conn = db.connect(path)
+    conn.execute("CREATE TABLE t (x BLOB)")
+    with db.transaction(conn):
+        conn.executemany("INSERT INTO t VALUES (randomblob(4096))", [()] * 1000)
+    wal = Path(f"{path}-wal")
+    assert wal.stat().st_size > 4 * 1024 * 1024
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    with db.transaction(conn):  # the first write after a full checkpoint restarts the WAL
+        conn.execute("INSERT INTO t VALUES (1)")
+    assert wal.stat().st_size <= 256 * 1024
+
+
+def _file_with_a_table(path: Path) -> Path:
+    conn = db.connect(path)
+    conn.execute("CREATE TABLE t (x INTEGER)")
+    conn.close()
+    return path
+
+
 def test_sqlite_vec_loads_and_extension_loading_is_switched_off_again(tmp_path: Path) -> None:
     conn = db.connect(tmp_path / "v.db", vec=True)
     assert conn.execute("SELECT vec_version()").fetchone()[0].startswith("v")

@@ -59,8 +59,17 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
-CACHE_SIZE_KIB = 64 * 1024
-MMAP_SIZE_BYTES = 256 * 1024 * 1024
+# Memory has a byte bound. Each connection's page cache for its main file is at most
+# CACHE_SIZE_KIB (attached files keep SQLite's default of 2 MiB), and all of a process's SQLite
+# memory is held under HEAP_LIMIT_BYTES, a soft limit past which SQLite recycles cache pages
+# before it allocates more. Files are not memory-mapped: a mapped page counts in the process's
+# RSS once per connection and file, so a service attaching two producers' files grew by up to
+# 768 MiB of mappings at 1M messages; the OS page cache serves re-reads just as well.
+CACHE_SIZE_KIB = 32 * 1024
+HEAP_LIMIT_BYTES = 160 * 1024 * 1024
+MMAP_SIZE_BYTES = 0
+# A WAL file keeps its high-water size after a checkpoint resets it; past this it is cut back.
+WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 # How long a closing owner waits for readers in other processes to leave the WAL.
 CHECKPOINT_BUSY_TIMEOUT_MS = 2000
 FAULT_KILL_ENV = "CHATSEEK_FAULT_KILL_AT"
@@ -119,9 +128,11 @@ def connect(
             conn.close()
             raise _unopenable(Path(target), exc) from exc
         conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute(f"PRAGMA cache_size = -{CACHE_SIZE_KIB}")
     conn.execute(f"PRAGMA mmap_size = {MMAP_SIZE_BYTES}")
+    conn.execute(f"PRAGMA soft_heap_limit = {HEAP_LIMIT_BYTES}")
     conn.execute("PRAGMA temp_store = MEMORY")
     if vec:
         _load_vec(conn)
