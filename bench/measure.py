@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "cpu_count",
+    "cpu_seconds",
     "interleaved",
     "latency",
     "peak_rss_mib",
@@ -94,6 +95,16 @@ def peak_rss_mib(pid: int) -> float:
     except OSError:
         return 0.0
     return 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds a live process has used so far; 0 when it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # After the command's closing parenthesis, utime and stime are the 12th and 13th fields.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_wall(argv: Sequence[str], env: Mapping[str, str], timeout_s: float = 120.0) -> float:

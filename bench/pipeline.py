@@ -30,9 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.measure import peak_rss_mib, ratio, timed
+from bench.measure import cpu_seconds, peak_rss_mib, ratio, timed
 
-__all__ = ["SCALES", "Stack", "pipeline_section", "stack_env", "stage_done"]
+__all__ = ["SCALES", "Stack", "pipeline_section", "stack_env", "stage_done", "words_end_to_end"]
 
 SCALES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
 STAGE_TIMEOUT_S = 6 * 3600.0
@@ -95,6 +95,10 @@ class Stack:
 
     def rss(self) -> dict[str, float]:
         return {name: peak_rss_mib(proc.pid) for name, proc in self.procs.items()}
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds (user + system) each running service has used since it started."""
+        return {name: cpu_seconds(proc.pid) for name, proc in self.procs.items()}
 
     def stop(self) -> None:
         for proc in self.procs.values():
@@ -279,6 +283,13 @@ def _sizes(data: Path) -> dict[str, float]:
     return out
 
 
+def _wal_sizes(data: Path) -> dict[str, float]:
+    """MiB of each WAL file left beside its database (0 where none is left)."""
+    return {
+        path.name: round(path.stat().st_size / 2**20, 2) for path in sorted(data.glob("*.db-wal"))
+    }
+
+
 def pipeline_section(scale: str, progress: Callable[[str], None]) -> dict[str, Any]:
     """Stage throughput, peak RSS, database sizes and query latencies at ``scale``."""
     from bench.generate import generate
@@ -306,23 +317,13 @@ def pipeline_section(scale: str, progress: Callable[[str], None]) -> dict[str, A
         stack = Stack(env, settings)
         try:
             stack.start(STAGES[0][1])
-            took, proc = timed(
-                lambda: subprocess.run(
-                    [sys.executable, "-m", "chatseek_gateway.cli", "import", str(export), "--json"],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=STAGE_TIMEOUT_S,
-                    check=True,
-                )
-            )
-            report = json.loads(proc.stdout)
-            stored = int(report["messages_imported"])
+            took, cli_cpu, stored = _cli_import(export, env)
             parse_s, parsed = _parse_only(export)
             out["messages"] = stored
             out["import"] = {
                 "seconds": round(took, 2),
                 "msgs_per_s": round(stored / took),
+                "cpu_s": {**_rounded(stack.cpu()), "cli": round(cli_cpu, 2)},
                 "peak_rss_mib": stack.rss(),
                 "reference_parse_only_s": round(parse_s, 2),
                 "reference_parse_only_msgs_per_s": round(parsed / parse_s),
@@ -335,11 +336,15 @@ def pipeline_section(scale: str, progress: Callable[[str], None]) -> dict[str, A
             in_process = {"unitize": _unitize_in_process, "lexical": _lexical_in_process}
             for stage, names in STAGES[1:4]:
                 spawned, ready = stack.start(names)
+                cpu_before = stack.cpu()
                 seconds = _settle(settings, stage, ready)
+                cpu_after = stack.cpu()
                 out[stage] = {
                     "seconds": round(seconds, 2),
                     "msgs_per_s": round(stored / seconds),
                     "startup_s": round(ready - spawned, 2),
+                    "cpu_s": _rounded({n: cpu_after[n] - cpu_before.get(n, 0.0) for n in names}),
+                    "peak_rss_mib": {n: v for n, v in stack.rss().items() if n in names},
                 }
                 if stage in in_process:
                     ref_s = in_process[stage](data, scratch)
@@ -372,4 +377,75 @@ def pipeline_section(scale: str, progress: Callable[[str], None]) -> dict[str, A
             out["db_mib"] = _sizes(data)
         finally:
             stack.stop()
+        out["db_mib_stopped"] = _sizes(data)
+        out["wal_mib_stopped"] = _wal_sizes(data)
+        out["words_end_to_end"] = words_end_to_end(export, Path(tmp) / "e2e", progress)
+    return out
+
+
+def _rounded(values: dict[str, float]) -> dict[str, float]:
+    return {name: round(value, 2) for name, value in values.items()}
+
+
+def _cli_import(export: Path, env: dict[str, str]) -> tuple[float, float, int]:
+    """``(wall seconds, the CLI's CPU seconds, messages imported)`` of one ``chatseek import``."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    took, proc = timed(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "chatseek_gateway.cli", "import", str(export), "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=STAGE_TIMEOUT_S,
+            check=True,
+        )
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cli_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return took, cli_cpu, int(json.loads(proc.stdout)["messages_imported"])
+
+
+def words_end_to_end(export: Path, tmp: Path, progress: Callable[[str], None]) -> dict[str, Any]:
+    """``chatseek import`` on a fresh stack running every word-path service at once, to words.
+
+    Ingest, gateway, unitize and lexical run together as a user's stack does; the clock runs
+    from the import's start to lexical reporting every word index complete. CPU is the sum over
+    those services and the CLI: what making the archive searchable by words costs.
+    """
+    from chatseek_core.settings import load_settings
+
+    env = stack_env(tmp / "home")
+    settings = load_settings(env=env)
+    for folder in (settings.run_dir, settings.log_dir, settings.data_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+    stack = Stack(env, settings)
+    try:
+        stack.start(("ingest", "gateway", "unitize", "lexical"))
+        cpu_before = stack.cpu()
+        started = time.perf_counter()
+        imported_s, cli_cpu, stored = _cli_import(export, env)
+        # Done when unitize has cut everything stored and lexical has indexed all of it.
+        while not (stage_done(settings, "unitize") and stage_done(settings, "lexical")):
+            if time.perf_counter() - started > STAGE_TIMEOUT_S:
+                raise RuntimeError(f"words not ready within {STAGE_TIMEOUT_S:.0f}s")
+            time.sleep(POLL_S)
+        seconds = time.perf_counter() - started
+        cpu = {n: v - cpu_before.get(n, 0.0) for n, v in stack.cpu().items()}
+        out: dict[str, Any] = {
+            "messages": stored,
+            "seconds": round(seconds, 2),
+            "import_s": round(imported_s, 2),
+            "msgs_per_s": round(stored / seconds),
+            "cpu_s": {**_rounded(cpu), "cli": round(cli_cpu, 2)},
+            "cpu_total_s": round(sum(cpu.values()) + cli_cpu, 2),
+            "peak_rss_mib": stack.rss(),
+        }
+        out["peak_rss_total_mib"] = round(sum(out["peak_rss_mib"].values()), 1)
+    finally:
+        stack.stop()
+    out["db_mib_stopped"] = _sizes(settings.data_dir)
+    out["wal_mib_stopped"] = _wal_sizes(settings.data_dir)
+    progress(f"words end to end: {out}")
     return out

@@ -27,6 +27,7 @@ from chatseek_ingest.extract import (
     FileTooLarge,
     Limits,
     MediaRow,
+    Scope,
     UnsafeMediaPath,
     clean_text,
     decide,
@@ -627,6 +628,69 @@ def test_downloads_are_deleted_after_success_and_failure(
     assert len(downloads) == 3
     assert not any(path.exists() for path in downloads)
     assert list(work.iterdir()) == []
+
+
+def test_every_fetch_gets_an_empty_directory_emptied_again_after_it(
+    conn: Connection, tmp_path: Path
+) -> None:
+    for msg_id in (1, 2, 3):
+        _add_media(conn, msg_id, "document", f"{msg_id}.pdf")
+    work = tmp_path / "work"
+    work.mkdir()
+    seen: list[Path] = []
+
+    def fetch(row: MediaRow, tmpdir: Path) -> Path | None:
+        assert tmpdir.is_dir()
+        assert list(tmpdir.iterdir()) == []
+        seen.append(tmpdir)
+        if row.msg_id == 2:
+            (tmpdir / "left.bin").write_bytes(b"x")
+            (tmpdir / "nested").mkdir()
+            (tmpdir / "nested" / "part").write_bytes(b"y")
+        return None
+
+    report = extract_pending(conn, fetch=fetch, work_dir=work)
+    assert report.unfetchable == 3
+    assert len(seen) == 3
+    assert not any(path.exists() for path in seen)
+    assert list(work.iterdir()) == []
+
+
+def test_a_scoped_pass_reads_and_counts_only_the_chats_it_names(
+    conn: Connection, export: Path
+) -> None:
+    mid = _add_media(conn, 1, "document", "bill.pdf", export_path="files/bill.pdf")
+    with db.transaction(conn):
+        conn.execute(
+            "INSERT INTO chats (account, chat_id, type, title) VALUES (?, -2002, 'group', 'B')",
+            (ACCOUNT,),
+        )
+        other = conn.execute(
+            "INSERT INTO messages (account, chat_id, msg_id, date, text)"
+            " VALUES (?, -2002, 1, 1, '')",
+            (ACCOUNT,),
+        ).lastrowid
+        conn.execute(
+            "INSERT INTO media (mid, kind, file_name, extra) VALUES (?, 'document', 'bill.pdf', ?)",
+            (other, json.dumps({"export_path": "files/bill.pdf"})),
+        )
+    totals: list[int] = []
+
+    report = extract_pending(
+        conn,
+        fetch=export_fetcher(export),
+        scope=Scope(ACCOUNT, (CHAT_ID,)),
+        on_progress=lambda done, total: totals.append(total),
+    )
+    assert report.counts == {"read": 1}
+    assert report.remaining == 0
+    assert totals == [1]
+    states = dict(conn.execute("SELECT mid, extract_state FROM media").fetchall())
+    assert states == {mid: "read", other: "pending"}
+    assert (
+        extract_pending(conn, fetch=export_fetcher(export), scope=Scope("else", (CHAT_ID,))).counts
+        == {}
+    )
 
 
 def test_a_fetch_error_fails_the_row_and_an_abort_stops_the_pass_cleanly(

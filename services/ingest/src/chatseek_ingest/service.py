@@ -269,7 +269,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                     label=label,
                 )
                 media = read_export_media(
-                    conn_pool.get(), workdir, [int(c["id"]) for c in report.chats]
+                    conn_pool.get(), workdir, account, [int(c["id"]) for c in report.chats]
                 )
                 report.media_text = media
                 return report.to_dict()
