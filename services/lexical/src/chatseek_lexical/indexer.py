@@ -7,7 +7,8 @@ Invariants:
   row is gone is removed whatever the op, so replays and reorderings converge.
 * ``indexed_messages`` / ``indexed_units`` hold one row per FTS row; their ``content_hash``
   covers the indexed text and ``NORMALISER_VERSION``, so unchanged content is not rewritten.
-* Columns are ``raw = normalise(text)`` and ``stem = analyse(text)`` (see ``index_columns``).
+* Columns are ``raw = " ".join(words(text))`` and ``stem = analyse(text)`` (``index_columns``):
+  the shared analyser decides every token, FTS5 only splits on the spaces (see ``schema``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chatseek_core import db
-from chatseek_core.feed import Event, cursor, head, read_after, set_cursor
+from chatseek_core.feed import cursor, head, set_cursor
 from chatseek_core.text import NORMALISER_VERSION, normalise, stem
 from chatseek_lexical.schema import MIGRATIONS, OWNER
 
@@ -108,13 +109,13 @@ _stems = _StemCache()
 
 
 def index_columns(text: str) -> tuple[str, str]:
-    """The ``(raw, stem)`` FTS columns of ``text``: ``(normalise(text), analyse(text))``.
+    """The ``(raw, stem)`` FTS columns of ``text``: its words and their stems, space-joined.
 
-    Equal to calling the two shared functions, only faster: one normalisation and a dict stem
-    cache. Property tests pin the equality.
+    Equal to ``(" ".join(words(text)), analyse(text))``, only faster: one normalisation and a
+    dict stem cache. Property tests pin the equality.
     """
-    raw = normalise(text)
-    return raw, " ".join(map(_stems.__getitem__, _WORD_RE.findall(raw)))
+    tokens = _WORD_RE.findall(normalise(text))
+    return " ".join(tokens), " ".join(map(_stems.__getitem__, tokens))
 
 
 def _message_text(text: str | None, file_name: str | None, extracted: str | None) -> str:
@@ -163,7 +164,7 @@ def apply_feeds(conn: db.Connection, *, batch: int = DEFAULT_BATCH) -> int:
         raise ValueError("batch must be at least 1")
     started = time.perf_counter()
     total = 0
-    feeds: tuple[tuple[str, str, Callable[[db.Connection, list[Event]], int], int], ...] = (
+    feeds: tuple[tuple[str, str, Callable[[db.Connection, str, int, int], int], int], ...] = (
         (FEED_INGEST, INGEST_SCHEMA, _apply_message_events, batch),
         (FEED_UNITIZE, UNITIZE_SCHEMA, _apply_unit_events, min(batch, UNIT_BATCH_MAX)),
     )
@@ -205,49 +206,54 @@ def _apply_batch(
     conn: db.Connection,
     feed_name: str,
     schema: str,
-    handler: Callable[[db.Connection, list[Event]], int],
+    handler: Callable[[db.Connection, str, int, int], int],
     batch: int,
     target: int,
 ) -> int:
     with db.storage_errors(), db.transaction(conn):
         after = cursor(conn, feed_name)
-        events = [e for e in read_after(conn, after, batch, schema=schema) if e.seq <= target]
-        if not events:
+        # The batch is the feed's range (after, last]: handlers join it in SQL, so events never
+        # become Python objects and no temporary key table is filled.
+        row = conn.execute(
+            f"SELECT COUNT(*), MAX(seq) FROM (SELECT seq FROM {schema}._feed"
+            " WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?)",
+            (after, target, batch),
+        ).fetchone()
+        count, last = int(row[0]), row[1]
+        if not count:
             return 0
-        written = handler(conn, events)
-        set_cursor(conn, feed_name, events[-1].seq)
+        written = handler(conn, schema, after, int(last))
+        set_cursor(conn, feed_name, int(last))
     log.debug(
         "lexical %s batch: %d events up to seq %d, %d rows written",
         feed_name,
-        len(events),
-        events[-1].seq,
+        count,
+        last,
         written,
     )
-    return len(events)
+    return count
 
 
-def _apply_message_events(conn: db.Connection, events: list[Event]) -> int:
-    keys = {(e.account, e.chat_id, e.entity) for e in events if e.kind == MESSAGE_EVENT}
-    if not keys:
-        return 0
-    conn.execute(
-        "CREATE TEMP TABLE IF NOT EXISTS lexical_message_keys"
-        " (account TEXT NOT NULL, chat_id INTEGER NOT NULL, msg_id INTEGER NOT NULL)"
+def _apply_message_events(conn: db.Connection, schema: str, after: int, last: int) -> int:
+    keys = (
+        f"SELECT DISTINCT account, chat_id, entity AS msg_id FROM {schema}._feed"
+        f" WHERE seq > :after AND seq <= :last AND kind = '{MESSAGE_EVENT}'"
     )
-    conn.execute("DELETE FROM temp.lexical_message_keys")
-    conn.executemany("INSERT INTO temp.lexical_message_keys VALUES (?, ?, ?)", keys)
+    span = {"after": after, "last": last}
     current = conn.execute(
         "SELECT m.mid, m.account, m.chat_id, m.msg_id, m.text, md.file_name, md.extracted_text"
-        " FROM temp.lexical_message_keys k"
+        f" FROM ({keys}) k"
         " JOIN ingest.messages m"
         "   ON m.account = k.account AND m.chat_id = k.chat_id AND m.msg_id = k.msg_id"
         " LEFT JOIN ingest.media md ON md.mid = m.mid"
-        " ORDER BY m.mid"
+        " ORDER BY m.mid",
+        span,
     ).fetchall()
     indexed = conn.execute(
-        "SELECT i.mid, i.content_hash FROM temp.lexical_message_keys k"
+        f"SELECT i.mid, i.content_hash FROM ({keys}) k"
         " JOIN indexed_messages i"
-        "   ON i.account = k.account AND i.chat_id = k.chat_id AND i.msg_id = k.msg_id"
+        "   ON i.account = k.account AND i.chat_id = k.chat_id AND i.msg_id = k.msg_id",
+        span,
     ).fetchall()
     old_hash = {int(r[0]): str(r[1]) for r in indexed}
     keep: set[int] = set()
@@ -287,21 +293,22 @@ def _write_messages(
     )
 
 
-def _apply_unit_events(conn: db.Connection, events: list[Event]) -> int:
-    ids = {e.entity for e in events if e.kind == UNIT_EVENT}
-    if not ids:
-        return 0
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS lexical_unit_ids (unit_id INTEGER PRIMARY KEY)")
-    conn.execute("DELETE FROM temp.lexical_unit_ids")
-    conn.executemany("INSERT INTO temp.lexical_unit_ids VALUES (?)", [(i,) for i in ids])
+def _apply_unit_events(conn: db.Connection, schema: str, after: int, last: int) -> int:
+    ids = (
+        f"SELECT DISTINCT entity AS unit_id FROM {schema}._feed"
+        f" WHERE seq > :after AND seq <= :last AND kind = '{UNIT_EVENT}'"
+    )
+    span = {"after": after, "last": last}
     current = conn.execute(
         "SELECT u.unit_id, u.account, u.chat_id, u.kind, u.text, u.content_hash"
-        " FROM temp.lexical_unit_ids k JOIN unitize.units u ON u.unit_id = k.unit_id"
-        " ORDER BY u.unit_id"
+        f" FROM ({ids}) k JOIN unitize.units u ON u.unit_id = k.unit_id"
+        " ORDER BY u.unit_id",
+        span,
     ).fetchall()
     indexed = conn.execute(
-        "SELECT i.unit_id, i.kind, i.content_hash FROM temp.lexical_unit_ids k"
-        " JOIN indexed_units i ON i.unit_id = k.unit_id"
+        "SELECT i.unit_id, i.kind, i.content_hash"
+        f" FROM ({ids}) k JOIN indexed_units i ON i.unit_id = k.unit_id",
+        span,
     ).fetchall()
     old = {int(r[0]): (str(r[1]), str(r[2])) for r in indexed}
     keep: set[int] = set()

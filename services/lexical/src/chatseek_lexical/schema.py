@@ -3,8 +3,11 @@
 Every FTS row is keyed by its source's id: ``msg_fts.rowid`` is ``ingest.messages.mid``,
 ``unit_fts.rowid`` and ``chunk_fts.rowid`` are ``unitize.units.unit_id``, so the whole file can be
 deleted and rebuilt from the feeds. Each table has a ``raw`` column (normalised words) and a
-``stem`` column (Snowball stems by script); both use ``unicode61`` with diacritics removed.
-The tables are contentless (text lives in its owner's file) with delete support.
+``stem`` column (Snowball stems by script). Both hold tokens the shared analyser
+(``chatseek_core.text``) already cut, space-joined, and queries cut their words the same way, so
+the tables use FTS5's ``ascii`` tokenizer, which only splits them again (an analysed token holds
+no ASCII separator). The tables are contentless (text lives in its owner's file) with delete
+support.
 ``msg_vocab`` exposes the message vocabulary for wildcard and regex expansion.
 """
 
@@ -16,19 +19,26 @@ from chatseek_core.feed import CURSOR_DDL
 __all__ = ["MIGRATIONS", "OWNER", "TOKENIZER"]
 
 OWNER = "lexical"
-TOKENIZER = "unicode61 remove_diacritics 2"
+# Migration 1 let ``unicode61`` re-tokenise the normalised text; migration 2 moved to ``ascii``
+# over analysed tokens: a sixth less CPU per indexed message, and the tokens of both columns are
+# the analyser's by construction, as a query's are.
+TOKENIZER = "ascii"
+_TOKENIZER_1 = "unicode61 remove_diacritics 2"
+
+
+def _fts_tables(tokenizer: str) -> str:
+    return "".join(
+        f"""
+CREATE VIRTUAL TABLE {name} USING fts5(
+    raw, stem, tokenize = '{tokenizer}', content = '', contentless_delete = 1
+);"""
+        for name in ("msg_fts", "unit_fts", "chunk_fts")
+    )
+
 
 _M001 = (
     f"""
-CREATE VIRTUAL TABLE msg_fts USING fts5(
-    raw, stem, tokenize = '{TOKENIZER}', content = '', contentless_delete = 1
-);
-CREATE VIRTUAL TABLE unit_fts USING fts5(
-    raw, stem, tokenize = '{TOKENIZER}', content = '', contentless_delete = 1
-);
-CREATE VIRTUAL TABLE chunk_fts USING fts5(
-    raw, stem, tokenize = '{TOKENIZER}', content = '', contentless_delete = 1
-);
+{_fts_tables(_TOKENIZER_1)}
 CREATE VIRTUAL TABLE msg_vocab USING fts5vocab(msg_fts, 'row');
 
 -- Which FTS rows exist, so deletes and re-indexes know what to remove.
@@ -52,4 +62,21 @@ CREATE INDEX indexed_units_by_chat ON indexed_units(account, chat_id);
     + CURSOR_DDL
 )
 
-MIGRATIONS = [Migration(1, "initial", _M001)]
+# Every FTS row is indexed again from the feeds (kept whole by their owners) from seq 0.
+_M002 = (
+    """
+DROP TABLE msg_vocab;
+DROP TABLE msg_fts;
+DROP TABLE unit_fts;
+DROP TABLE chunk_fts;
+"""
+    + _fts_tables(TOKENIZER)
+    + """
+CREATE VIRTUAL TABLE msg_vocab USING fts5vocab(msg_fts, 'row');
+DELETE FROM indexed_messages;
+DELETE FROM indexed_units;
+DELETE FROM _cursors WHERE feed IN ('ingest', 'unitize');
+"""
+)
+
+MIGRATIONS = [Migration(1, "initial", _M001), Migration(2, "ascii_tokens", _M002)]
