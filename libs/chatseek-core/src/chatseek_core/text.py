@@ -6,9 +6,10 @@ Invariants:
   it does. ``normalise`` returns the same for every string (property tests pin it), taking a
   fast path for text whose characters need no decomposition (ASCII, Latin-1, Cyrillic,
   punctuation, symbols, emoji): most chat text, normalised on every import and query.
-* ``words`` splits the way FTS5's ``unicode61`` tokenizer does (letters, digits and marks of
-  every script are token characters; everything else separates), so a term produced here is a
-  term the index holds.
+* ``words`` decides every token, for the index and for queries alike: letters and digits of
+  every script are token characters, everything else separates. The word index stores these
+  tokens space-joined and FTS5 only splits them at the spaces, so a term produced here is a term
+  the index holds.
 * ``stem`` picks a Snowball stemmer per token by script: Cyrillic → Russian (ё folds to е),
   Latin → English, anything else is kept as typed. Nothing is ever dropped.
 """
@@ -109,7 +110,7 @@ def normalise(text: str) -> str:
 
 
 def words(text: str) -> list[str]:
-    """The normalised word tokens of ``text``, in order (``unicode61``-compatible)."""
+    """The normalised word tokens of ``text``, in order: the tokens the word index holds."""
     return _WORD_RE.findall(normalise(text))
 
 
