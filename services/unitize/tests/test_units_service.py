@@ -95,6 +95,38 @@ def test_a_new_chat_is_cut_whole_with_members_and_its_recipe(stores: Stores) -> 
     assert feed.cursor(stores.unitize, FEED_NAME) == feed.head(stores.unitize, "ingest")
 
 
+def test_a_new_chat_too_big_to_cut_whole_is_cut_batch_by_batch_to_the_same_units(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chatseek_unitize import loader, units
+
+    monkeypatch.setattr(units, "WHOLE_CUT_MAX", 20)
+
+    loaded_whole: list[object] = []
+    load_chat = loader.load_chat
+
+    def spy(*args: object) -> object:
+        loaded_whole.append(args)
+        return load_chat(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "load_chat", spy)
+    stores.put(
+        msg(i, (i // 10) * 40 + i % 10, sender=i % 3 + 1, reply_to=2 if i in (5, 7, 63) else None)
+        for i in range(1, 71)
+    )
+    assert stores.drain(batch=9) == 70
+    assert loaded_whole == []
+
+    assert _hashes(stores) == _expected(stores)
+    thread = stores.units()["t:2:0"]
+    assert _members(stores, int(thread["unit_id"])) == [
+        (GROUP, 2),
+        (GROUP, 5),
+        (GROUP, 7),
+        (GROUP, 63),
+    ]
+
+
 def test_appending_a_message_rewrites_only_the_open_window(stores: Stores) -> None:
     _history(stores)
     ids = _ids(stores)

@@ -34,6 +34,7 @@ __all__ = [
     "load_topic_page",
     "message_ids",
     "row_to_msg",
+    "stored_count",
 ]
 
 _NO_MENTIONS = "[]"
@@ -264,6 +265,16 @@ def earlier_in_topic(
         " ORDER BY m.date DESC, m.msg_id DESC LIMIT ?",
         (account, chat_id, msg.topic_id, msg.date, msg.date, msg.msg_id, limit),
     )
+
+
+def stored_count(conn: Connection, account: str, chat_id: int, limit: int) -> int:
+    """How many messages ingest holds for the chat, counting no further than ``limit``."""
+    row = conn.execute(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM ingest.messages"
+        " WHERE account = ? AND chat_id = ? LIMIT ?)",
+        (account, chat_id, limit),
+    ).fetchone()
+    return int(row[0])
 
 
 def load_chat(conn: Connection, account: str, chat_id: int) -> list[Msg]:

@@ -6,10 +6,12 @@ Invariants:
 * A changed message re-cuts only what it reaches: its topic's windows from the last window that
   starts before it (``recut_anchor``) until they rejoin the stored ones, the reply threads whose
   roots reach it before or after the change, and the channel posts it is or comments on.
-* A chat seen for the first time, or on an older recipe, is cut whole in its own transaction
-  while its old units stay searchable. A deleted message also leaves the conversation chunks
-  of the chat's current build (``builds.prune_chunks``). Ids, no-op skips and events follow
-  ``store.UnitWriter``.
+* A chat seen for the first time is cut whole when ingest holds at most ``WHOLE_CUT_MAX`` of its
+  messages; a bigger one is cut as its events arrive, batch by batch, so no batch holds a whole
+  chat in memory (incremental cuts equal a whole cut: tests pin it). A chat on an older recipe
+  is cut whole in its own transaction while its old units stay searchable. A deleted message
+  also leaves the conversation chunks of the chat's current build (``builds.prune_chunks``).
+  Ids, no-op skips and events follow ``store.UnitWriter``.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ __all__ = [
     "recut_chats",
     "recut_next_pending",
     "recut_pending",
+    "WHOLE_CUT_MAX",
 ]
 
 log = logging.getLogger(__name__)
@@ -56,6 +59,11 @@ log = logging.getLogger(__name__)
 FEED_NAME = "ingest"
 MESSAGE_EVENT = "message"
 DEFAULT_BATCH = 2000
+# The most stored messages a first-seen chat may have to be cut whole in one go; past it, a
+# whole cut held every message and unit of the chat at once (950 MiB for 650k messages). Cut as
+# events arrive, a bulk first cut takes about twice the CPU (the open window of each batch is
+# cut again by the next), which is what a chat imported while unitize runs costs anyway.
+WHOLE_CUT_MAX = 50_000
 WINDOW_PAGE = 256
 """Messages read per page while re-cutting windows; doubled when a page closes no window."""
 ALBUM_MAX = 10
@@ -208,7 +216,11 @@ def _apply_chat(
     for msg in present.values():
         if msg.comment_of is not None:
             posts.setdefault(msg.comment_of[0], set()).add(msg.comment_of[1])
-    whole = info is not None and _recipe_of(conn, account, chat_id) is None
+    whole = (
+        info is not None
+        and _recipe_of(conn, account, chat_id) is None
+        and loader.stored_count(conn, account, chat_id, WHOLE_CUT_MAX + 1) <= WHOLE_CUT_MAX
+    )
     if whole and info is not None:
         _cut_whole(conn, writer, info, cfg)
         posts.pop(chat_id, None)
