@@ -365,6 +365,31 @@ def test_relevance_order_applies_when_every_branch_requires_words(conn: db.Conne
     assert envelope.query.order == "relevance"
 
 
+@pytest.mark.parametrize(
+    "query",
+    ["alpha AND beta", "alpha beta -delta", "alpha gamma -delta", '"alpha beta" AND gamma*'],
+)
+def test_a_rank_query_of_required_words_ranks_exactly_as_one_of_any_word(
+    conn: db.Connection, query: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chatseek_lexical.query import compile as compile_module
+    from chatseek_lexical.query.parser import parse
+
+    assert compile_module._all_required(parse(query).root)
+    anded = run(conn, query)
+    assert len(anded) >= 2
+    monkeypatch.setattr(compile_module, "_all_required", lambda node: False)
+    assert run(conn, query) == anded
+
+
+def test_optional_words_keep_the_rank_query_of_any_word() -> None:
+    from chatseek_lexical.query import compile as compile_module
+    from chatseek_lexical.query.parser import parse
+
+    for query in ("alpha OR beta", "alpha AND (beta OR gamma)", "alpha OR from:bob"):
+        assert not compile_module._all_required(parse(query).root)
+
+
 def test_newest_order_is_by_time_descending(conn: db.Connection) -> None:
     assert run(conn, "invoice", newest=True) == ["E10", "E4", "B101"]
     assert run(conn, "has:file") == ["B106", "E4"]

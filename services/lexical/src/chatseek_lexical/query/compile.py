@@ -199,6 +199,25 @@ def requires_words(node: Node) -> bool:
     return _is_text(node) and not is_void(node)
 
 
+def _all_required(node: Node) -> bool:
+    """Whether every positive ``text`` leaf of ``node`` must match for ``node`` to match.
+
+    True for a text leaf, a non-text leaf, and a group whose optional clauses hold no text and
+    whose required clauses are all so themselves; void leaves count as text that may not match.
+    """
+    if not isinstance(node, Bool):
+        return not (_is_text(node) and is_void(node))
+    if any(_has_text(c) for c in node.should):
+        return False
+    return all(_all_required(c) for c in node.must)
+
+
+def _has_text(node: Node) -> bool:
+    if isinstance(node, Bool):
+        return any(_has_text(c) for c in node.must + node.should)
+    return _is_text(node)
+
+
 def _is_post_filter(node: Node) -> bool:
     if isinstance(node, Regex) and node.field == "body":
         return True
@@ -822,9 +841,19 @@ class Compiler:
         return out
 
     def rank_query(self, root: Node) -> str | None:
-        """An FTS5 query OR-ing every positive ``text`` leaf, for bm25; None if there is none."""
-        parts = [f"( {fts} )" for leaf in self._positive_text(root) if (fts := self.fts(leaf))]
-        return " OR ".join(parts) if parts else None
+        """An FTS5 query over every positive ``text`` leaf, for bm25; None if there is none.
+
+        The leaves are OR-ed, so that every message the query matches is scored. When every
+        one of them is required (``_all_required``) they are AND-ed instead: bm25 then walks
+        only the messages holding all of them, and scores each exactly as before, since bm25
+        sums over the same phrases whichever operator joins them.
+        """
+        leaves = self._positive_text(root)
+        parts = [f"( {fts} )" for leaf in leaves if (fts := self.fts(leaf))]
+        if not parts:
+            return None
+        joiner = " AND " if len(parts) == len(leaves) and _all_required(root) else " OR "
+        return joiner.join(parts)
 
     def highlight_terms(self, root: Node) -> set[str]:
         """The indexed words the positive ``text`` leaves of ``root`` match (for snippets)."""
