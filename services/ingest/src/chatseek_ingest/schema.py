@@ -163,4 +163,14 @@ CREATE INDEX messages_by_group ON messages(account, chat_id, grouped_id)
     WHERE grouped_id IS NOT NULL;
 """
 
-MIGRATIONS = [Migration(1, "initial", _M001), Migration(2, "media_groups", _M002)]
+# A sender's messages by date: ``from:`` with a date range, newest first, reads only the range.
+_M003 = """
+DROP INDEX messages_by_sender;
+CREATE INDEX messages_by_sender ON messages(account, sender_id, date);
+"""
+
+MIGRATIONS = [
+    Migration(1, "initial", _M001),
+    Migration(2, "media_groups", _M002),
+    Migration(3, "sender_dates", _M003),
+]

@@ -617,7 +617,12 @@ class Compiler:
     def _from(self, leaf: Leaf) -> Sql:
         chosen = self._match_names(leaf, self._load_senders())
         ids = sorted({c.ident for c in chosen})
-        return Sql("COALESCE(m.sender_id, 0) IN (SELECT value FROM json_each(?))", (_json(ids),))
+        # A bare column, so that the (account, sender_id) index serves it; 0 stands for "no
+        # sender" (a NULL sender_id), as COALESCE(sender_id, 0) would have it.
+        match = Sql("m.sender_id IN (SELECT value FROM json_each(?))", (_json(ids),))
+        if 0 in ids:
+            return Sql(f"({match.text} OR m.sender_id IS NULL)", match.params)
+        return match
 
     def _chat(self, leaf: Leaf) -> Sql:
         chosen = self._match_names(leaf, self.load_chats())
