@@ -372,7 +372,10 @@ def pipeline_section(scale: str, progress: Callable[[str], None]) -> dict[str, A
                 }
             )
             stack.start(STAGES[4][1])
-            out["queries"] = queries_section(settings, env, progress)
+            big = n > SCALES["100k"]
+            out["queries"] = queries_section(
+                settings, env, progress, runs=30 if big else 100, cli_runs=10 if big else 20
+            )
             out["peak_rss_mib"] = stack.rss()
             out["db_mib"] = _sizes(data)
         finally:

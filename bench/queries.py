@@ -173,7 +173,13 @@ def _in_process(settings: Any) -> tuple[Callable[[str, str, bool], Any], Callabl
     return run, close
 
 
-def _ranked(settings: Any, env: Mapping[str, str], progress: Callable[[str], None]) -> Any:
+def _ranked(
+    settings: Any,
+    env: Mapping[str, str],
+    progress: Callable[[str], None],
+    runs: int = RUNS,
+    cli_runs: int = CLI_RUNS,
+) -> Any:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek.gateway.v1 import gateway_service_pb2_grpc
     from chatseek_core.client import sync_channel
@@ -200,11 +206,11 @@ def _ranked(settings: Any, env: Mapping[str, str], progress: Callable[[str], Non
                 run_wall([*argv, RANKED[i % len(RANKED)]], env)
 
             interleaved({"grpc": grpc_call, "in_process": local}, WARM)
-            took = interleaved({"grpc": grpc_call, "in_process": local}, RUNS)
+            took = interleaved({"grpc": grpc_call, "in_process": local}, runs)
             entry: dict[str, Any] = {
                 "grpc": latency(took["grpc"]),
                 "in_process": latency(took["in_process"]),
-                "cli_wall": latency(timings(cli, CLI_RUNS)),
+                "cli_wall": latency(timings(cli, cli_runs)),
             }
             grpc_p50 = entry["grpc"]["p50_ms"]
             local_p50 = entry["in_process"]["p50_ms"]
@@ -224,7 +230,13 @@ def _ranked(settings: Any, env: Mapping[str, str], progress: Callable[[str], Non
     return out
 
 
-def _strict(settings: Any, env: Mapping[str, str], progress: Callable[[str], None]) -> Any:
+def _strict(
+    settings: Any,
+    env: Mapping[str, str],
+    progress: Callable[[str], None],
+    runs: int = RUNS,
+    cli_runs: int = CLI_RUNS,
+) -> Any:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek.gateway.v1 import gateway_service_pb2_grpc
     from chatseek.lexical.v1 import lexical_service_pb2 as lpb
@@ -282,13 +294,13 @@ def _strict(settings: Any, env: Mapping[str, str], progress: Callable[[str], Non
 
             variants = {"in_service": in_service, "lexical_grpc": via_lexical, "grpc": via_gateway}
             interleaved(variants, WARM)
-            took = interleaved(variants, RUNS)
+            took = interleaved(variants, runs)
             entry: dict[str, Any] = {"queries": list(queries)}
             entry.update({name: latency(values) for name, values in took.items()})
             argv = [sys.executable, "-m", "chatseek_gateway.cli", "messages", "search"]
             argv += ["--timezone", TIMEZONE, "--limit", str(LIMIT), "--json", "--"]
             entry["cli_wall"] = latency(
-                [run_wall([*argv, queries[i % len(queries)]], env) for i in range(CLI_RUNS)]
+                [run_wall([*argv, queries[i % len(queries)]], env) for i in range(cli_runs)]
             )
             envelope = in_service(0).to_json()
             entry["hits_first_query"] = len(envelope.get("items", []))
@@ -310,15 +322,25 @@ def _strict(settings: Any, env: Mapping[str, str], progress: Callable[[str], Non
 
 
 def queries_section(
-    settings: Any, env: Mapping[str, str], progress: Callable[[str], None]
+    settings: Any,
+    env: Mapping[str, str],
+    progress: Callable[[str], None],
+    *,
+    runs: int = RUNS,
+    cli_runs: int = CLI_RUNS,
 ) -> dict[str, Any]:
-    """Ranked and strict query latencies through gRPC, the CLI and in-process."""
+    """Ranked and strict query latencies through gRPC, the CLI and in-process.
+
+    ``runs`` calls per variant (``cli_runs`` CLI processes): fewer at 1M, where a call costs
+    more and a p50 of 30 says as much as one of 100.
+    """
     floor = [
         run_wall([sys.executable, "-m", "chatseek_gateway.cli", "--help"], env)
-        for _ in range(CLI_RUNS // 2)
+        for _ in range(cli_runs // 2)
     ]
     return {
+        "runs": runs,
         "cli_floor_help": latency(floor),
-        "ranked": _ranked(settings, env, progress),
-        "strict": _strict(settings, env, progress),
+        "ranked": _ranked(settings, env, progress, runs, cli_runs),
+        "strict": _strict(settings, env, progress, runs, cli_runs),
     }

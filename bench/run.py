@@ -41,8 +41,10 @@ RESULTS = ROOT / "bench" / "results"
 SCALE_ORDER = ("10k", "100k", "1m")
 MESSAGES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
 SECTIONS = ("units", "pipeline", "embed", "models", "knn", "load")
-# The archive imported while the load clients run, per --scale.
-LOAD_IMPORT = {"10k": 20_000, "100k": 200_000, "1m": 1_000_000}
+# The archive imported while the load clients run, per --scale. The load section asks whether
+# any request fails during an import, which 400k messages show as well as 1M; a 1M import under
+# 32 clients alone took longer than the whole 1M budget allows.
+LOAD_IMPORT = {"10k": 20_000, "100k": 200_000, "1m": 400_000}
 
 
 def _machine() -> str:
