@@ -446,6 +446,19 @@ def test_an_index_of_the_first_schema_is_indexed_again_with_analysed_tokens(
 # --- analysis ---
 
 
+def test_the_stem_cache_stays_within_its_byte_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chatseek_lexical import indexer
+
+    monkeypatch.setattr(indexer, "STEM_CACHE_BYTES", 20_000)
+    indexer._stems.clear()
+    indexer._stems.bytes_held = 0
+    for n in range(2_000):
+        text = f"квартиры{n} apartments{n} залоги"
+        assert index_columns(text) == (" ".join(words(text)), analyse(text))
+        assert indexer._stems.bytes_held <= 20_000
+    assert 0 < len(indexer._stems) < 200
+
+
 _TRICKY = list(
     "абвгдеёжзийклмнЁЙЖ ABCxyz019_-.,!?\t\n\r\x0b\x0c\x1c\x85\u00a0\u2028\u3000"
     "«»—…№ßæøéüİıﬁ²½\u0301\u0306\u0308😀\ufe0f👍🏽ΩΣς한글ㄱ"

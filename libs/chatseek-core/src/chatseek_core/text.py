@@ -39,7 +39,8 @@ _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
 _SPACE_RE = re.compile(r"\s+", re.UNICODE)
 _CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 _LATIN = re.compile(r"[a-z]")
-_STEM_CACHE_SIZE = 200_000
+# Entries, about 200 bytes each: at most about 13 MiB. The word indexer keeps its own, byte-bounded.
+_STEM_CACHE_SIZE = 65_536
 
 _russian = Stemmer.Stemmer("russian")
 _english = Stemmer.Stemmer("english")

@@ -54,7 +54,9 @@ DEFAULT_BATCH = 5_000
 # Unit texts run to tens of kilobytes, so unit batches stay smaller to bound memory.
 UNIT_BATCH_MAX = 2_000
 REBUILD_FETCH = 20_000
-STEM_CACHE_MAX = 500_000
+# The token → stem cache's byte bound (an estimate: two strings and a dict slot per entry).
+STEM_CACHE_BYTES = 32 * 1024 * 1024
+_ENTRY_BYTES = 200
 HASH_BYTES = 16
 _HASH_PERSON = f"chatseek-n{NORMALISER_VERSION}".encode()
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
@@ -96,15 +98,25 @@ def connect_index(
 
 
 class _StemCache(dict[str, str]):
-    """Token → stem; a plain dict lookup per token, cleared when it grows past its bound."""
+    """Token → stem; a plain dict lookup per token, cleared when it grows past its byte bound.
+
+    Misses go to the stemmer itself, not to ``text.stem``'s own cache, so a token is held once.
+    """
+
+    bytes_held = 0
 
     def __missing__(self, token: str) -> str:
-        if len(self) >= STEM_CACHE_MAX:
+        value = _stem_uncached(token)
+        cost = _ENTRY_BYTES + 2 * (len(token) + len(value))
+        if self.bytes_held + cost > STEM_CACHE_BYTES:
             self.clear()
-        value = self[token] = stem(token)
+            self.bytes_held = 0
+        self[token] = value
+        self.bytes_held += cost
         return value
 
 
+_stem_uncached = stem.__wrapped__
 _stems = _StemCache()
 
 
