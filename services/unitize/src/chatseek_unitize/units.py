@@ -59,11 +59,12 @@ log = logging.getLogger(__name__)
 FEED_NAME = "ingest"
 MESSAGE_EVENT = "message"
 DEFAULT_BATCH = 2000
-# The most stored messages a first-seen chat may have to be cut whole in one go; past it, a
+# The most stored messages a first-seen chat may have to be cut whole in one go (about 220 MiB
+# at the most); past it, a
 # whole cut held every message and unit of the chat at once (950 MiB for 650k messages). Cut as
 # events arrive, a bulk first cut takes about twice the CPU (the open window of each batch is
 # cut again by the next), which is what a chat imported while unitize runs costs anyway.
-WHOLE_CUT_MAX = 50_000
+WHOLE_CUT_MAX = 100_000
 WINDOW_PAGE = 256
 """Messages read per page while re-cutting windows; doubled when a page closes no window."""
 ALBUM_MAX = 10
