@@ -60,10 +60,10 @@ FEED_NAME = "ingest"
 MESSAGE_EVENT = "message"
 DEFAULT_BATCH = 2000
 # The most stored messages a first-seen chat may have to be cut whole in one go (about 220 MiB
-# at the most); past it, a
-# whole cut held every message and unit of the chat at once (950 MiB for 650k messages). Cut as
-# events arrive, a bulk first cut takes about twice the CPU (the open window of each batch is
-# cut again by the next), which is what a chat imported while unitize runs costs anyway.
+# at the most). A whole cut holds every message and unit of the chat at once (950 MiB for 650k
+# messages); cut as events arrive, a bulk first cut takes about twice the CPU (the open window of
+# each batch is cut again by the next), which is what a chat imported while unitize runs costs
+# anyway.
 WHOLE_CUT_MAX = 100_000
 WINDOW_PAGE = 256
 """Messages read per page while re-cutting windows; doubled when a page closes no window."""
