@@ -433,6 +433,33 @@ def test_pages_concatenate_to_the_whole_result_in_order(
     assert [i.locator for i in seen] == [i.locator for i in whole]
 
 
+@pytest.mark.parametrize(
+    "query", ["alpha OR invoice OR a", "alpha beta", "alpha from:bob", "gamma kind:private"]
+)
+def test_a_relevance_pool_that_must_grow_gives_the_same_pages(
+    conn: db.Connection, query: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chatseek_lexical.query import execute
+
+    whole = search(conn, SearchRequest(query, now=NOW, limit=1000)).items
+    assert len(whole) >= 2
+    # A pool of one scored match, growing by two: filters reject most of each pool and the
+    # page's last row ties the pool's worst, so every way out of the loop is taken.
+    monkeypatch.setattr(execute, "POOL_MIN", 1)
+    monkeypatch.setattr(execute, "POOL_FACTOR", 1)
+    monkeypatch.setattr(execute, "POOL_GROWTH", 2)
+    seen: list[Item] = []
+    token = None
+    while True:
+        envelope = search(conn, SearchRequest(query, now=NOW, limit=2, page_token=token))
+        assert envelope.query.order == "relevance"
+        seen.extend(envelope.items)
+        if not envelope.has_more:
+            break
+        token = envelope.next_page_token
+    assert [i.locator for i in seen] == [i.locator for i in whole]
+
+
 def test_page_token_of_another_query_or_a_damaged_one_is_rejected(conn: db.Connection) -> None:
     first = search(conn, SearchRequest("*:*", now=NOW, limit=2))
     assert first.next_page_token

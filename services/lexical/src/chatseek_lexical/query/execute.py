@@ -740,6 +740,55 @@ def _groups_of(conn: QueryConnection, mids: Sequence[int]) -> dict[int, int]:
     return {int(r[0]): int(r[1]) for r in rows}
 
 
+# The best-scored matches read first for a relevance page, times the rows the page needs; grown
+# eightfold until the page is provably complete (see ``_relevance_page``).
+POOL_FACTOR = 4
+POOL_MIN = 256
+POOL_GROWTH = 8
+
+
+def _relevance_page(
+    conn: QueryConnection,
+    text: str,
+    params: list[Any],
+    rank: str | None,
+    token: dict[str, Any] | None,
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """Up to ``limit + 1`` matches in bm25 order after ``token``, joining few messages.
+
+    The filters need each match's message row, and reading one costs far more than scoring it,
+    so the ``pool`` best-scored matches are joined first. That page is the true one when the pool
+    held every match, or when the page's last row scores below the pool's worst: every row that
+    sorts before it scores below the pool's worst too, and the pool holds all of those. Otherwise
+    the pool grows, until it holds every match.
+    """
+    after = ""
+    tail: list[Any] = []
+    if token is not None:
+        after = " AND (r.score, m.account, m.chat_id, m.msg_id) > (?, ?, ?, ?)"
+        tail = list(token["k"])
+    floor = " WHERE score >= ?" if token is not None else ""
+    pool = max(POOL_MIN, POOL_FACTOR * (limit + 1))
+    while True:
+        best = conn.execute(
+            "SELECT rid, score FROM (SELECT rowid AS rid, bm25(msg_fts, 1.0, 0.0) AS score"
+            f" FROM msg_fts WHERE msg_fts MATCH ?){floor} ORDER BY score, rid DESC LIMIT ?",
+            [rank, *tail[:1], pool],
+        ).fetchall()
+        sql = (
+            "SELECT m.mid, m.account, m.chat_id, m.msg_id, r.score"
+            " FROM (SELECT value ->> 0 AS rid, value ->> 1 AS score FROM json_each(?)) AS r"
+            f" JOIN ingest.messages AS m ON m.mid = r.rid WHERE {text}{after}"
+            " ORDER BY r.score, m.account, m.chat_id, m.msg_id LIMIT ?"
+        )
+        pairs = json.dumps([[int(r[0]), float(r[1])] for r in best])
+        rows = [tuple(r) for r in conn.execute(sql, [pairs, *params, *tail, limit + 1])]
+        if len(best) < pool or (len(rows) > limit and rows[-1][4] < best[-1][1]):
+            return rows
+        pool *= POOL_GROWTH
+
+
 def _page(
     conn: QueryConnection,
     prepared: Prepared,
@@ -757,19 +806,14 @@ def _page(
     if album is not None:
         text = f"({where.text}) AND m.account = ? AND m.chat_id = ? AND m.grouped_id = ?"
     if order == ORDER_RELEVANCE:
-        sql = (
-            "SELECT m.mid, m.account, m.chat_id, m.msg_id, r.score FROM ingest.messages AS m"
-            " JOIN (SELECT rowid AS rid, bm25(msg_fts, 1.0, 0.0) AS score FROM msg_fts"
-            " WHERE msg_fts MATCH ?) AS r ON r.rid = m.mid"
-            f" WHERE {text}"
+        return _relevance_page(
+            conn,
+            where.text if album is None else text,
+            [*where.params, *(album or ())],
+            rank,
+            token,
+            limit,
         )
-        params.append(rank)
-        params.extend(where.params)
-        params.extend(album or ())
-        if token is not None:
-            sql += " AND (r.score, m.account, m.chat_id, m.msg_id) > (?, ?, ?, ?)"
-            params.extend(token["k"])
-        sql += " ORDER BY r.score, m.account, m.chat_id, m.msg_id LIMIT ?"
     else:
         sql = (
             "SELECT m.mid, m.account, m.chat_id, m.msg_id, m.date FROM ingest.messages AS m"
