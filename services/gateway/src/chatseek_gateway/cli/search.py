@@ -29,7 +29,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--source", choices=["telegram", "all"], default="telegram")
     p.add_argument("--account", default="", help="account to search (default: active)")
-    p.add_argument("--since", default="", help="ISO date, month, datetime or age (7d, 3w, 6m, 1y)")
+    p.add_argument(
+        "--since",
+        default="",
+        help="ISO date, month, datetime or age: 30m (minutes), 12h, 7d, 3w, 6M (months), 1y",
+    )
     p.add_argument("--until", default="", help="inclusive upper bound, same forms as --since")
     p.add_argument(
         "--kind",

@@ -150,7 +150,10 @@ ChatSpecs = Annotated[
 ]
 Since = Annotated[
     str | None,
-    Field(description="lower bound: ISO date or datetime, month (2026-03) or age (7d, 3w, 6m, 1y)"),
+    Field(
+        description="lower bound: ISO date or datetime, month (2026-03) or age before now: "
+        "30m (minutes), 12h, 7d, 3w, 6M (months), 1y"
+    ),
 ]
 Until = Annotated[str | None, Field(description="inclusive upper bound, same forms as since")]
 MsgId = Annotated[int, Field(description="the message id within its chat")]
