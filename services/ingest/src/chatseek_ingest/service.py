@@ -24,7 +24,7 @@ from chatseek.common.v1 import common_pb2
 from chatseek.ingest.v1 import ingest_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2_grpc
 from chatseek_core import db, feed
-from chatseek_core.aio import drain, stream_progress, to_thread
+from chatseek_core.aio import drain, progress_stream, stream_progress, to_thread
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
@@ -174,25 +174,21 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         ``on_progress`` may be called from any thread; each call follows a commit, so it also
         nudges the consumers (throttled). A cancelled RPC cancels the work.
         """
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
         committed = self._committed_hook()
 
-        def on_progress(value: Any) -> None:
-            committed()
-            loop.call_soon_threadsafe(queue.put_nowait, value)
+        def nudging(on_progress: Progress) -> Awaitable[Mapping[str, Any]]:
+            def report(value: Any) -> None:
+                committed()
+                on_progress(value)
 
-        task = asyncio.ensure_future(work(on_progress))
-        task.add_done_callback(lambda _: queue.put_nowait(None))
-        try:
-            while (item := await queue.get()) is not None:
-                yield _progress_event(stage, item)
-            report = task.result()
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            return work(report)
+
+        report: Mapping[str, Any] = {}
+        async for kind, value in progress_stream(nudging, cancel=True):
+            if kind == "progress":
+                yield _progress_event(stage, value)
+            else:
+                report = cast(Mapping[str, Any], value)
         await self._deps.nudger.nudge()
         yield operation_result(report)
 
