@@ -24,6 +24,7 @@ from typing import Annotated, Any, Concatenate, ParamSpec
 from pydantic import Field
 
 from chatseek_core import config as config_file
+from chatseek_core.aio import to_thread
 from chatseek_core.client import call, stream
 from chatseek_core.errors import ChatseekError, FloodWait, InvalidArgument, SyncRunning
 from chatseek_core.limits import (
@@ -419,7 +420,7 @@ class ChatseekTools:
         """
         out = _Refresh()
         try:
-            settings = config_file.load(self._config_path).search
+            settings = (await to_thread(config_file.load, self._config_path)).search
         except ChatseekError as exc:
             out.warnings.append(
                 _warning("AUTO_SYNC_SKIPPED", f"the index was not refreshed: {exc.message}")
