@@ -113,6 +113,12 @@ def discard_stale_work(data_dir: Path) -> int:
     return len(stale)
 
 
+def _open_upload(target: Path) -> Any:
+    """The work-folder file an uploaded export file is appended to (its folder created)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return open(target, "ab")  # noqa: SIM115 - closed by the caller when its last chunk came
+
+
 def _safe_relative(path: str) -> PurePosixPath:
     rel = PurePosixPath(path)
     if not path or rel.is_absolute() or ".." in rel.parts or "\\" in path:
@@ -209,8 +215,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     ) -> AsyncIterator[pb.ImportExportResponse]:
         """Receive the uploaded export into a work folder, import it, then remove the folder."""
         tmp_root = self._deps.settings.data_dir / TMP_DIR
-        tmp_root.mkdir(parents=True, exist_ok=True)
-        workdir = Path(tempfile.mkdtemp(prefix="import-", dir=tmp_root))
+        await to_thread(tmp_root.mkdir, parents=True, exist_ok=True)
+        workdir = Path(await to_thread(tempfile.mkdtemp, prefix="import-", dir=tmp_root))
         try:
             start: pb.ImportStart | None = None
             received = 0
@@ -230,13 +236,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 rel = _safe_relative(chunk.path)
                 handle = handles.get(chunk.path)
                 if handle is None:
-                    target = workdir / rel
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    handle = handles[chunk.path] = open(target, "ab")  # noqa: SIM115
+                    handle = handles[chunk.path] = await to_thread(_open_upload, workdir / rel)
                 await to_thread(handle.write, chunk.data)
                 received += len(chunk.data)
                 if chunk.last:
-                    handle.close()
+                    await to_thread(handle.close)
                     del handles[chunk.path]
                 if received - reported >= UPLOAD_PROGRESS_BYTES:
                     reported = received
@@ -244,7 +248,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                         event=operation_progress("upload", received, start.json_size, "bytes")
                     )
             for handle in handles.values():
-                handle.close()
+                await to_thread(handle.close)
             if start is None:
                 raise InvalidArgument("the import stream was empty", metadata={"field": "start"})
             json_name = start.json_name or "result.json"
