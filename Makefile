@@ -4,10 +4,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 PACKAGES := libs/chatseek-proto libs/chatseek-core services/ingest services/unitize \
-	services/lexical services/embed services/vector services/fusion services/gateway
+	services/lexical services/embed services/vector services/fusion services/gateway \
+	libs/chatseek-testing
 TEST_PATHS := libs/chatseek-core/tests services/*/tests tests
 MODULES := chatseek_core chatseek_ingest chatseek_unitize chatseek_lexical chatseek_embed \
-	chatseek_vector chatseek_fusion chatseek_gateway
+	chatseek_vector chatseek_fusion chatseek_gateway chatseek_testing
 STAMP := $(VENV)/.installed
 export CHATSEEK_HOME ?= $(CURDIR)/.chatseek
 

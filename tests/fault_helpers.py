@@ -2,9 +2,10 @@
 
 A kill point is one way to stop a service for good in the middle of an operation: SIGKILL from
 outside at a moment chosen on the clock, or SIGKILL from inside just before (or after) its n-th
-writing COMMIT (``CHATSEEK_FAULT_KILL_AT``, see ``chatseek_core.db``). After a kill the stack is
-brought back with ``chatseek stack up`` (without the fault variable), the interrupted operation
-is re-run where a user would re-run it, and ``check_store`` requires a converged, complete store.
+writing COMMIT (``CHATSEEK_FAULT_KILL_AT``, installed by ``chatseek_testing.faults``). After a
+kill the stack is brought back with ``chatseek stack up`` (without the fault variable), the
+interrupted operation is re-run where a user would re-run it, and ``check_store`` requires a
+converged, complete store.
 ``python -m tests.fault_helpers ingest-fake`` serves ingest over a deterministic ``FakeTelegram``
 so that a sync can be interrupted in a real process; with ``CHATSEEK_TEST_FAKE_WORLD=accounts``
 it serves two accounts (``home`` and ``work``, each with its own session file) that both read
@@ -26,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from chatseek_core import db
-from chatseek_core.db import FAULT_KILL_ENV
 from chatseek_core.settings import SERVICES
 from chatseek_ingest.auth import ENV_API_HASH, ENV_API_ID
+from chatseek_testing.faults import FAULT_KILL_ENV, armed_env
 from tests.stack_helpers import alive, cli, cli_json, stack_env
 
 __all__ = [
@@ -128,9 +129,7 @@ class Stack:
         An armed service may reach its kill point before ``stack up`` has seen it SERVING; that
         start is not an error.
         """
-        env = dict(self.env)
-        if fault is not None:
-            env[FAULT_KILL_ENV] = fault
+        env = armed_env(self.env, fault) if fault is not None else dict(self.env)
         proc = cli(env, "stack", "up", check=fault is None)
         if proc.returncode != 0 and "exited with code -9" not in proc.stderr:
             raise AssertionError(f"chatseek stack up exited {proc.returncode}: {proc.stderr}")
@@ -401,7 +400,7 @@ class Operation:
 
 
 def _fake_world() -> Any:
-    from chatseek_ingest.testing import FakeTelegram
+    from chatseek_testing.telegram import FakeTelegram
 
     tg = FakeTelegram()
     channel = tg.add_channel(FAKE_CHANNEL, "Fault Channel", username=f"chan{FAKE_CHANNEL}")
@@ -416,7 +415,7 @@ def _fake_world() -> Any:
 def _fake_albums() -> Any:
     """ "Flat hunt": a question, a three-photo album answering it (a caption on each photo), a
     reply to the album's last photo, and chatter before and after."""
-    from chatseek_ingest.testing import FakeTelegram
+    from chatseek_testing.telegram import FakeTelegram
 
     tg = FakeTelegram()
     group = tg.add_channel(ALBUM_GROUP, "Flat hunt", username="flathunt", megagroup=True)
@@ -445,7 +444,7 @@ def fake_world_messages() -> dict[str, list[int]]:
 
 def _fake_accounts() -> tuple[Any, Any]:
     """``home`` (Ana) and ``work`` (Ana at work): one public channel both read, a chat each."""
-    from chatseek_ingest.testing import FakeTelegram
+    from chatseek_testing.telegram import FakeTelegram
 
     home = FakeTelegram(me_id=HOME_USER, me_name="Ana", connected=False)
     work = FakeTelegram(me_id=WORK_USER, me_name="Ana at work", connected=False)
@@ -489,9 +488,7 @@ def start_fake_ingest(
     env["CHATSEEK_LISTEN"] = env["CHATSEEK_INGEST_ADDR"]
     env["CHATSEEK_DATA_DIR"] = str(stack.data_dir)
     env["PYTHONUNBUFFERED"] = "1"
-    env.pop(FAULT_KILL_ENV, None)
-    if fault is not None:
-        env[FAULT_KILL_ENV] = fault
+    env = armed_env(env, fault)
     (stack.home / "run").mkdir(parents=True, exist_ok=True)
     out = open(stack.home / "run" / "ingest-fake.out", "ab")  # noqa: SIM115 - the child's
     proc = subprocess.Popen(
@@ -542,7 +539,7 @@ def _serve_fake_accounts() -> None:
     from chatseek_core.settings import Settings
     from chatseek_ingest.auth import write_session
     from chatseek_ingest.server import create_server, open_deps
-    from chatseek_ingest.testing import fake_factory
+    from chatseek_testing.telegram import fake_factory
 
     home, work = _fake_accounts()
     by_user = {HOME_USER: home, WORK_USER: work}

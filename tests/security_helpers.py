@@ -312,7 +312,7 @@ def listening_addresses(pids: Sequence[int]) -> set[str]:
 
 def planted_telegram() -> Any:
     """A signed-out fake account with a 2FA password and a channel of planted posts."""
-    from chatseek_ingest.testing import FakeTelegram
+    from chatseek_testing.telegram import FakeTelegram
 
     tg = FakeTelegram(
         me_id=PLANTED_ME_ID,

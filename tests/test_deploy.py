@@ -62,6 +62,45 @@ def test_every_dockerfile_copies_sources_that_exist_and_runs_as_non_root(
     assert "torch" not in text or dockerfile.parent.name == "embed"
 
 
+TESTING = "libs/chatseek-testing"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_no_image_copies_the_test_only_package(dockerfile: Path) -> None:
+    text = dockerfile.read_text()
+    assert "chatseek-testing" not in text and "chatseek_testing" not in text
+    for match in re.finditer(r"^COPY\s+(?!--from)(.+)\s+\S+$", text, flags=re.M):
+        for source in match.group(1).split():
+            copied = source.rstrip("/")
+            assert not (copied in (".", "libs") or TESTING.startswith(copied + "/")), (
+                f"{dockerfile}: COPY {source} would bring {TESTING} into the image"
+            )
+
+
+def test_the_test_only_package_stays_out_of_the_build_context() -> None:
+    ignored = (ROOT / ".dockerignore").read_text().splitlines()
+    assert TESTING in ignored
+
+
+def test_no_shipped_package_imports_or_depends_on_the_test_only_package() -> None:
+    import ast
+
+    for pyproject in ROOT.glob("*/*/pyproject.toml"):
+        if pyproject.parent == ROOT / TESTING:
+            continue
+        assert "chatseek-testing" not in pyproject.read_text(), pyproject
+        for module in (pyproject.parent / "src").rglob("*.py"):
+            if "chatseek-proto" in module.parts:
+                continue
+            for node in ast.walk(ast.parse(module.read_text(), str(module))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                assert not any(n.split(".")[0] == "chatseek_testing" for n in names), module
+
+
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
 def test_every_dockerfile_builds_on_any_base_from_the_lock_with_mounted_inputs(
     dockerfile: Path,

@@ -22,7 +22,7 @@ import pytest
 
 from bench.generate import generate
 from chatseek_core import db
-from chatseek_core.db import FAULT_KILL_ENV
+from chatseek_testing.faults import FAULT_KILL_ENV, armed_env
 from chatseek_unitize.model import RECIPE_VERSION
 from tests.fault_helpers import (
     KillPoint,
@@ -396,11 +396,9 @@ for n in range(1, 6):
 
 
 def _run_hook(path: Path, fault: str) -> tuple[subprocess.CompletedProcess[str], list[int]]:
-    env = dict(os.environ)
-    env[FAULT_KILL_ENV] = fault
     proc = subprocess.run(
         [sys.executable, "-c", HOOK_SCRIPT, str(path)],
-        env=env,
+        env=armed_env(os.environ, fault),
         capture_output=True,
         text=True,
         timeout=60,
@@ -436,7 +434,7 @@ def test_the_kill_hook_ignores_other_owners(tmp_path: Path) -> None:
 def test_a_malformed_kill_point_names_its_variable(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", "import chatseek_core.db"],
-        env={**os.environ, FAULT_KILL_ENV: "ingest:zero"},
+        env=armed_env(os.environ, "ingest:zero"),
         capture_output=True,
         text=True,
         timeout=60,

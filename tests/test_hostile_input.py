@@ -36,7 +36,7 @@ from chatseek_core.server import MAX_MESSAGE_BYTES
 from chatseek_gateway.cli.common import EXIT_CODES
 from chatseek_ingest.export import MAX_NESTING, export_slug
 from chatseek_ingest.importer import ImportReport, import_export
-from chatseek_ingest.testing import ingest_db
+from chatseek_testing.telegram import ingest_db
 from tests.security_helpers import Msg, Mutation, mutated_exports, write_export
 from tests.stack_helpers import cli, stack_env
 

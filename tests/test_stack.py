@@ -14,6 +14,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from chatseek_core.settings import SERVICES
 from chatseek_gateway.cli.common import EXIT_CODES
+from chatseek_testing.faults import armed_env
 from tests.stack_helpers import alive, cli, cli_json, settle, stack_env
 
 EXPORT = Path(__file__).resolve().parents[1] / "services/ingest/tests/fixtures/exports/account"
@@ -93,7 +94,7 @@ def test_a_command_whose_stack_cannot_start_says_which_service_and_where_to_look
     stack: dict[str, str],
 ) -> None:
     # The services refuse a malformed fault-injection variable at start; the CLI never reads it.
-    env = dict(stack, CHATSEEK_FAULT_KILL_AT="not-a-kill-point")
+    env = armed_env(stack, "not-a-kill-point")
     proc = cli(env, "status", check=False)
     assert proc.returncode == EXIT_CODES["UNAVAILABLE"]
     assert "starting the local stack" in proc.stderr

@@ -218,3 +218,47 @@ def test_a_checkpoint_a_reader_keeps_busy_says_so_and_loses_nothing(tmp_path: Pa
     pool.close()
     again = db.connect(path)
     assert again.execute("SELECT count(*) FROM t").fetchone()[0] == 100
+
+
+# --- commit hooks ---
+
+
+def test_a_commit_hook_sees_each_writing_commit_before_and_after_but_no_empty_or_joined_one(
+    tmp_path: Path,
+) -> None:
+    conn = db.connect(tmp_path / "hooked.db")
+    conn.execute("CREATE TABLE t (n INTEGER)")
+    seen: list[tuple[str, int]] = []
+
+    def hook(c: db.Connection, phase: str) -> None:
+        seen.append((phase, int(c.execute("SELECT count(*) FROM t").fetchone()[0])))
+
+    remove = db.add_commit_hook(hook)
+    try:
+        with db.transaction(conn):
+            conn.execute("SELECT 1").fetchone()
+        with db.transaction(conn), db.transaction(conn):
+            conn.execute("INSERT INTO t VALUES (1)")
+    finally:
+        remove()
+    with db.transaction(conn):
+        conn.execute("INSERT INTO t VALUES (2)")
+    assert seen == [("before", 1), ("after", 1)]
+
+
+def test_a_hook_that_raises_before_the_commit_rolls_the_transaction_back(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path / "hooked.db")
+    conn.execute("CREATE TABLE t (n INTEGER)")
+
+    def refuse(c: db.Connection, phase: str) -> None:
+        if phase == "before":
+            raise RuntimeError("refused")
+
+    remove = db.add_commit_hook(refuse)
+    try:
+        with pytest.raises(RuntimeError, match="refused"), db.transaction(conn):
+            conn.execute("INSERT INTO t VALUES (1)")
+    finally:
+        remove()
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+    assert not conn.in_transaction

@@ -25,7 +25,7 @@ from chatseek_core.settings import Settings
 from chatseek_core.testing import serving, temp_settings
 from chatseek_ingest.auth import ENV_API_HASH, ENV_API_ID, write_session
 from chatseek_ingest.server import create_server, open_deps
-from chatseek_ingest.testing import FakeTelegram, fake_factory
+from chatseek_testing.telegram import FakeTelegram, fake_factory
 from tests.stack_helpers import free_ports
 
 API = {ENV_API_ID: "12345", ENV_API_HASH: "0123456789abcdef"}

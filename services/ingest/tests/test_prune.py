@@ -15,7 +15,7 @@ from chatseek_ingest.model import ExportChat
 from chatseek_ingest.prune import prune_deleted
 from chatseek_ingest.sources import add_source
 from chatseek_ingest.sync import default_lock_path, sync, sync_lock
-from chatseek_ingest.testing import FakeTelegram, ingest_db
+from chatseek_testing.telegram import FakeTelegram, ingest_db
 
 ACCOUNT = "me"
 CHANNEL = -1000000000500

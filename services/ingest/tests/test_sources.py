@@ -27,7 +27,7 @@ from chatseek_ingest.sources import (
     resolve_target,
 )
 from chatseek_ingest.sync import default_lock_path, sync, sync_lock
-from chatseek_ingest.testing import FakeTelegram, ingest_db
+from chatseek_testing.telegram import FakeTelegram, ingest_db
 
 ACCOUNT = "me"
 

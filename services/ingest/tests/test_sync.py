@@ -19,7 +19,7 @@ from chatseek_ingest import store
 from chatseek_ingest.model import ExportChat
 from chatseek_ingest.sources import add_source
 from chatseek_ingest.sync import LOCK_FILE, sync
-from chatseek_ingest.testing import FakeTelegram, ingest_db
+from chatseek_testing.telegram import FakeTelegram, ingest_db
 
 ACCOUNT = "me"
 

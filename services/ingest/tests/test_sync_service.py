@@ -31,7 +31,7 @@ from chatseek_core.testing import serving, temp_settings
 from chatseek_ingest.auth import ENV_API_HASH, ENV_API_ID, write_session
 from chatseek_ingest.server import create_server, open_deps
 from chatseek_ingest.telegram import session_path
-from chatseek_ingest.testing import BASE_DATE, DEFAULT_CODE, DEFAULT_PHONE, FakeTelegram
+from chatseek_testing.telegram import BASE_DATE, DEFAULT_CODE, DEFAULT_PHONE, FakeTelegram
 from tests.stack_helpers import free_ports
 
 SESSION = "fake-session:1000"

@@ -10,7 +10,7 @@ from telethon.tl import types
 
 from chatseek_ingest.model import ExportChat, ExportMedia
 from chatseek_ingest.telegram import chat_record, to_records
-from chatseek_ingest.testing import FakeTelegram
+from chatseek_testing.telegram import FakeTelegram
 
 WHEN = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

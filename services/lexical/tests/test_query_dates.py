@@ -94,6 +94,20 @@ def test_relative_values_count_back_from_now(value: str, seconds: int) -> None:
     assert span.start == now - seconds
 
 
+def test_capital_m_counts_months_back_in_the_local_calendar() -> None:
+    now = ts("2026-03-31T10:00:00Z")  # 12:00 in Madrid, summer time
+    span = day("1M", MADRID, now)
+    assert span.point
+    assert span.start == ts("2026-02-28T11:00:00Z")  # 12:00 in Madrid, winter time
+    assert day("1y", MADRID, now).start == ts("2025-03-31T10:00:00Z")
+
+
+@pytest.mark.parametrize("value", ["6mo", "3months", "2q"])
+def test_a_relative_value_with_an_unknown_unit_names_minutes_and_months(value: str) -> None:
+    with pytest.raises(ValueError, match="m is minutes, M is months"):
+        dates.parse_date(value)
+
+
 def test_today_and_yesterday_are_days_in_the_timezone() -> None:
     now = ts("2026-03-29T22:30:00Z")  # already 00:30 on the 30th in Madrid
     assert day("today", MADRID, now).start == ts("2026-03-29T22:00:00Z")
@@ -110,7 +124,7 @@ def test_today_and_yesterday_are_days_in_the_timezone() -> None:
         "1899-01-01",
         "9999-01-01",
         "soon",
-        "7y",
+        "7yr",  # 7y is a year now: one age grammar everywhere (chatseek_core.dates)
         "7",
         "26-03-29",
         "2026/03/29",

@@ -13,10 +13,10 @@ import contextvars
 import functools
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import ParamSpec, TypeVar
 
-__all__ = ["drain", "in_flight", "quiesce", "stream_progress", "to_thread"]
+__all__ = ["drain", "in_flight", "progress_stream", "quiesce", "stream_progress", "to_thread"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -84,13 +84,16 @@ async def drain(requests: AsyncIterator[object]) -> None:
 _DONE = object()
 
 
-async def stream_progress(
-    func: Callable[..., R], /, *args: object, **kwargs: object
-) -> AsyncIterator[tuple[str, object]]:
-    """Run blocking ``func(*args, on_progress=…, **kwargs)`` in a thread; stream its progress.
+async def progress_stream(
+    work: Callable[[Callable[[object], None]], Awaitable[R]], *, cancel: bool = False
+) -> AsyncGenerator[tuple[str, object], None]:
+    """Run ``work(on_progress)`` as a task; stream what it reports, then what it returns.
 
-    Yields ``("progress", value)`` for every value ``func`` passes to ``on_progress`` (from its
-    thread), then ``("result", return_value)``. An exception raised by ``func`` is re-raised here.
+    The one progress stream of every long RPC: yields ``("progress", value)`` for every value
+    passed to ``on_progress`` (which any thread may call), in order, then
+    ``("result", return_value)``. An exception raised by ``work`` is re-raised here. With
+    ``cancel``, a consumer that stops early (a cancelled RPC) cancels the work; otherwise the
+    work runs on to its end.
     """
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[object] = asyncio.Queue()
@@ -98,15 +101,34 @@ async def stream_progress(
     def on_progress(value: object) -> None:
         loop.call_soon_threadsafe(queue.put_nowait, value)
 
-    task = asyncio.ensure_future(to_thread(func, *args, on_progress=on_progress, **kwargs))
+    task = asyncio.ensure_future(work(on_progress))
     task.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, _DONE))
-    while True:
-        item = await queue.get()
-        if item is _DONE:
-            break
-        yield ("progress", item)
-    while not queue.empty():
-        item = queue.get_nowait()
-        if item is not _DONE:
+    try:
+        while (item := await queue.get()) is not _DONE:
             yield ("progress", item)
-    yield ("result", task.result())
+        while not queue.empty():
+            item = queue.get_nowait()
+            if item is not _DONE:
+                yield ("progress", item)
+        yield ("result", task.result())
+    finally:
+        if cancel and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def stream_progress(
+    func: Callable[..., R], /, *args: object, **kwargs: object
+) -> AsyncGenerator[tuple[str, object], None]:
+    """Run blocking ``func(*args, on_progress=…, **kwargs)`` in a thread; stream its progress.
+
+    ``progress_stream`` over ``to_thread``: yields ``("progress", value)`` for every value
+    ``func`` passes to ``on_progress`` (from its thread), then ``("result", return_value)``. An
+    exception raised by ``func`` is re-raised here.
+    """
+
+    def work(on_progress: Callable[[object], None]) -> Awaitable[R]:
+        return to_thread(func, *args, on_progress=on_progress, **kwargs)
+
+    return progress_stream(work)

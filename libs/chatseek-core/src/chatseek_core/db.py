@@ -12,10 +12,10 @@ Invariants:
   in other processes keep the last connection from deleting the WAL, so a stopped stack would
   otherwise leave every WAL at its high-water mark beside the file.
 
-Fault injection (tests only, off by default): ``CHATSEEK_FAULT_KILL_AT="<owner>:<n>[:after]"``,
-read once at import, makes the process SIGKILL itself just before (or, with ``:after``, just
-after) the n-th COMMIT that wrote rows to ``<owner>.db``. Empty transactions are not counted, so
-an idle poll never moves the count. Unset, ``transaction`` does no extra work.
+Commit hooks (``add_commit_hook``) see every writing COMMIT, just before and just after it;
+empty transactions are not shown, so an idle poll never calls them. With no hook registered,
+``transaction`` does no extra work. Nothing here reads the environment: the tests' fault
+injection (``chatseek_testing.faults``) registers its kill point through this hook.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import contextlib
 import errno
 import logging
 import os
-import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -41,10 +40,11 @@ from chatseek_core.errors import (
 )
 
 __all__ = [
-    "FAULT_KILL_ENV",
+    "CommitHook",
     "Connection",
     "Migration",
     "ThreadConnections",
+    "add_commit_hook",
     "attach_readonly",
     "check_extensions",
     "checkpoint",
@@ -72,7 +72,6 @@ MMAP_SIZE_BYTES = 0
 WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 # How long a closing owner waits for readers in other processes to leave the WAL.
 CHECKPOINT_BUSY_TIMEOUT_MS = 2000
-FAULT_KILL_ENV = "CHATSEEK_FAULT_KILL_AT"
 
 if TYPE_CHECKING:
     from sqlite3 import Connection
@@ -197,58 +196,38 @@ def check_extensions() -> str:
         conn.close()
 
 
-# --- fault injection (tests only) ---
+# --- commit hooks ---
 
 
-@dataclass(frozen=True)
-class _KillPoint:
-    owner: str
-    commit: int
-    after: bool
+CommitHook = Callable[[Connection, str], None]
+"""Called as ``hook(conn, "before")`` just before a writing COMMIT and ``hook(conn, "after")``
+just after it, on the committing thread."""
+_commit_hooks: tuple[CommitHook, ...] = ()
+_hooks_lock = threading.Lock()
 
 
-def _kill_point(spec: str | None) -> _KillPoint | None:
-    """Parse ``<owner>:<n>[:after]``; a malformed value names the variable."""
-    if not spec:
-        return None
-    parts = spec.split(":")
-    if len(parts) in (2, 3) and parts[0] and parts[1].isdigit() and int(parts[1]) >= 1:
-        if len(parts) == 2 or parts[2] in ("before", "after"):
-            return _KillPoint(parts[0], int(parts[1]), len(parts) == 3 and parts[2] == "after")
-    raise ValueError(f"{FAULT_KILL_ENV}={spec!r}: expected <owner>:<n>[:after] with n >= 1")
+def add_commit_hook(hook: CommitHook) -> Callable[[], None]:
+    """Call ``hook`` around every writing COMMIT of this process; returns its remover.
+
+    Only the outermost COMMIT of a transaction that changed rows is shown (``total_changes``
+    moved), never an empty or joined one. An exception the hook raises before the COMMIT
+    rolls the transaction back and propagates; after it, it propagates with the data kept.
+    """
+    global _commit_hooks
+    with _hooks_lock:
+        _commit_hooks = (*_commit_hooks, hook)
+
+    def remove() -> None:
+        global _commit_hooks
+        with _hooks_lock:
+            _commit_hooks = tuple(h for h in _commit_hooks if h is not hook)
+
+    return remove
 
 
-_KILL_AT = _kill_point(os.environ.get(FAULT_KILL_ENV))
-_kill_lock = threading.Lock()
-_kill_commits = 0
-
-
-def _owner_of(conn: Connection) -> str:
-    for row in conn.execute("PRAGMA database_list"):
-        if row[1] == "main":
-            return Path(row[2]).stem if row[2] else ""
-    return ""
-
-
-def _kill_due(conn: Connection, changes_before: int) -> bool:
-    """Count a writing commit on the kill point's owner; True when it is the chosen one."""
-    global _kill_commits
-    point = _KILL_AT
-    if point is None or conn.total_changes == changes_before or _owner_of(conn) != point.owner:
-        return False
-    with _kill_lock:
-        _kill_commits += 1
-        return _kill_commits == point.commit
-
-
-def _kill_self(point: _KillPoint) -> None:
-    log.warning(
-        "fault injection: SIGKILL %s commit %d of %s",
-        "after" if point.after else "before",
-        point.commit,
-        point.owner,
-    )
-    os.kill(os.getpid(), signal.SIGKILL)
+def _run_hooks(hooks: Sequence[CommitHook], conn: Connection, phase: str) -> None:
+    for hook in hooks:
+        hook(conn, phase)
 
 
 @contextlib.contextmanager
@@ -257,29 +236,30 @@ def transaction(conn: Connection) -> Iterator[Connection]:
 
     The outermost block commits on success and rolls back on any exception. SQLite's "database
     is locked" past the busy timeout becomes ``DatabaseBusy`` (UNAVAILABLE, retryable); a full
-    disk or read-only file becomes ``StorageError``. With ``CHATSEEK_FAULT_KILL_AT`` set, the
-    process may kill itself around this COMMIT (see the module docstring).
+    disk or read-only file becomes ``StorageError``. The commit hooks registered when the
+    block began (``add_commit_hook``) run around a COMMIT that wrote rows.
     """
     if conn.in_transaction:
         yield conn
         return
     with storage_errors():
         conn.execute("BEGIN IMMEDIATE")
-    changes_before = conn.total_changes if _KILL_AT is not None else 0
+    hooks = _commit_hooks
+    changes_before = conn.total_changes if hooks else 0
     try:
         with storage_errors():
             yield conn
+        wrote = bool(hooks) and conn.total_changes != changes_before
+        if wrote:
+            _run_hooks(hooks, conn, "before")
     except BaseException:
         with contextlib.suppress(sqlean.Error):
             conn.execute("ROLLBACK")
         raise
-    kill = _KILL_AT is not None and _kill_due(conn, changes_before)
-    if kill and _KILL_AT is not None and not _KILL_AT.after:
-        _kill_self(_KILL_AT)
     with storage_errors():
         conn.execute("COMMIT")
-    if kill and _KILL_AT is not None and _KILL_AT.after:
-        _kill_self(_KILL_AT)
+    if wrote:
+        _run_hooks(hooks, conn, "after")
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
 """Helpers for tests: settings over a temp directory and a service served in-process.
 
-Fakes of the system's edges (models, Telegram) live in ``chatseek_core.fakes`` and the services'
-own ``testing`` modules; nothing here replaces the thing under test.
+Fakes of the system's edges live in ``chatseek_core.fakes`` (models, selectable in production
+with ``CHATSEEK_FAKE_MODELS``) and the test-only ``chatseek_testing`` (Telegram); nothing here
+replaces the thing under test.
 """
 
 from __future__ import annotations

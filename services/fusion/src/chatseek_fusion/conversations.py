@@ -19,23 +19,23 @@ Invariants:
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from chatseek_core.aio import to_thread
 from chatseek_core.config import SearchConfig
+from chatseek_core.dates import iso_utc
 from chatseek_core.db import Connection
 from chatseek_core.errors import ChatseekError, InvalidArgument
+from chatseek_core.limits import MAX_CONVERSATIONS_FOUND, MAX_QUERY_BYTES
 from chatseek_core.links import deep_link
 from chatseek_fusion.fuse import Fused, convex, rrf
-from chatseek_fusion.hybrid import MAX_QUERY_BYTES, ListFilter, Neighbours
+from chatseek_fusion.hybrid import ListFilter, Neighbours
 from chatseek_fusion.store import UnitRow, load_chats, load_units
 
 __all__ = ["MAX_EVIDENCE", "ConversationSignals", "search_conversations"]
 
-MAX_K = 50
 DEPTH_FACTOR = 4
 MAX_EVIDENCE = 3
 
@@ -50,10 +50,6 @@ class ConversationSignals(Protocol):
     async def meaning(
         self, query: str, flt: ListFilter, limit: int, *, current_chunks_only: bool = False
     ) -> Neighbours: ...
-
-
-def _iso(ts: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 @dataclass
@@ -86,8 +82,8 @@ def _conversations_of(conn: Connection, chunks: Sequence[UnitRow]) -> dict[int, 
                 "conversation_id": int(row[1]),
                 "first_msg_id": int(row[2]),
                 "last_msg_id": int(row[3]),
-                "start": _iso(int(row[4])),
-                "end": _iso(int(row[5])),
+                "start": iso_utc(int(row[4])),
+                "end": iso_utc(int(row[5])),
                 "message_count": int(row[6]),
                 "participants": json.loads(row[7]),
             }
@@ -107,7 +103,7 @@ def _results(
     units = load_units(conn, [f.unit_id for f in fused])
     ranked = [(units[f.unit_id], f) for f in fused if f.unit_id in units]
     conversations = _conversations_of(conn, [u for u, _ in ranked])
-    bound = _iso(since) if since else ""
+    bound = iso_utc(since) if since else ""
     results: dict[tuple[str, int, int, int], _Result] = {}
     for position, (unit, f) in enumerate(ranked):
         conversation = conversations.get(unit.unit_id)
@@ -196,8 +192,10 @@ async def search_conversations(
             f"the question is longer than {MAX_QUERY_BYTES} bytes",
             metadata={"field": "question", "limit": str(MAX_QUERY_BYTES)},
         )
-    if not 1 <= k <= MAX_K:
-        raise InvalidArgument(f"k must be between 1 and {MAX_K}", metadata={"field": "k"})
+    if not 1 <= k <= MAX_CONVERSATIONS_FOUND:
+        raise InvalidArgument(
+            f"k must be between 1 and {MAX_CONVERSATIONS_FOUND}", metadata={"field": "k"}
+        )
     chunk_filter = ListFilter(
         accounts=flt.accounts, chat_ids=flt.chat_ids, since=0, until=0, kinds=("conversation",)
     )

@@ -27,16 +27,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from chatseek_core.aio import to_thread
 from chatseek_core.config import SearchConfig
+from chatseek_core.dates import iso_utc
 from chatseek_core.db import Connection
 from chatseek_core.errors import ChatseekError, InvalidArgument
+from chatseek_core.limits import MAX_K, MAX_QUERY_BYTES, SEARCH_MODES
 from chatseek_core.links import deep_link, locator
+from chatseek_core.render import render_line, render_lines
 from chatseek_core.text import stems
 from chatseek_fusion.fuse import Fused, convex, dedup, minmax, reaction_bonus, rrf
 from chatseek_fusion.store import (
@@ -48,12 +50,10 @@ from chatseek_fusion.store import (
     load_messages_of,
     load_units,
     post_units,
-    render_line,
 )
 
 __all__ = [
     "DEFAULT_KINDS",
-    "MAX_QUERY_BYTES",
     "ListFilter",
     "Neighbours",
     "SearchConfig",
@@ -65,11 +65,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_KINDS = ("window", "thread", "post")
-MODES = ("hybrid", "lexical", "dense")
 RERANK_TEXT_CHARS = 2000
-MAX_K = 100
-# The strict language's query budget; a question longer than this is no question.
-MAX_QUERY_BYTES = 8192
 
 
 @dataclass(frozen=True)
@@ -208,7 +204,7 @@ def _runs(unit: UnitRow, messages: dict[int, MessageRow]) -> list[list[MessageRo
 
 
 def _render_run(run: Sequence[MessageRow]) -> str:
-    return "\n".join(render_line(m, continues_album=n > 0) for n, m in enumerate(run))
+    return "\n".join(render_lines(run))
 
 
 def _snippet(unit: UnitRow, messages: dict[int, MessageRow], anchor: int, limit: int) -> str:
@@ -249,10 +245,6 @@ def _album(unit: UnitRow, messages: dict[int, MessageRow], anchor: int) -> list[
         for p in (messages[i] for i in unit.msg_ids if i in messages)
         if p.grouped_id == m.grouped_id
     ]
-
-
-def _iso(ts: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 @dataclass
@@ -352,8 +344,8 @@ def _hit(
         "unit_id": unit.unit_id,
         "chat": chat.to_dict() if chat else {"account": unit.account, "id": unit.chat_id},
         "date_range": {
-            "start": _iso(unit.start_date),
-            "end": _iso(max([unit.end_date, *(c.end_date for c in entry.comments)])),
+            "start": iso_utc(unit.start_date),
+            "end": iso_utc(max([unit.end_date, *(c.end_date for c in entry.comments)])),
         },
         "anchor_msg_id": anchor,
         "link": link,
@@ -471,7 +463,7 @@ async def search(
     Raises:
         InvalidArgument: an unknown mode, an empty or over-long query or k out of range.
     """
-    if params.mode not in MODES:
+    if params.mode not in SEARCH_MODES:
         raise InvalidArgument(
             f"mode {params.mode!r} is not hybrid, lexical or dense",
             metadata={"field": "mode"},

@@ -8,10 +8,10 @@ every message names the chat it is really in.
 from __future__ import annotations
 
 import hashlib
-import time
 from dataclasses import replace
 from typing import Any
 
+from chatseek_core.dates import iso_utc
 from chatseek_core.db import Connection
 from chatseek_core.errors import InvalidArgument, MessageNotFound
 from chatseek_core.links import deep_link, locator, parse_locator
@@ -21,13 +21,8 @@ __all__ = ["context", "evidence", "message_dict", "thread"]
 
 MAX_THREAD = 2000
 MAX_CONTEXT = 200
-DEFAULT_AROUND = 15
 DEFAULT_EVIDENCE_CHARS = 4000
 MAX_EVIDENCE_LOCATORS = 100
-
-
-def _iso(ts: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 def _display_text(m: MessageRow) -> str:
@@ -55,7 +50,7 @@ def message_dict(m: MessageRow, chat: ChatInfo | None) -> dict[str, Any]:
         "chat_id": m.chat_id,
         "msg_id": m.msg_id,
         "locator": locator(m.account, m.chat_id, m.msg_id),
-        "date": _iso(m.date),
+        "date": iso_utc(m.date),
         "from_name": m.sender_name,
         "sender_id": m.sender_id,
         "text": _display_text(m),

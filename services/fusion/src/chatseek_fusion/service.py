@@ -9,6 +9,7 @@ import grpc
 from chatseek.fusion.v1 import fusion_service_pb2 as pb
 from chatseek.fusion.v1 import fusion_service_pb2_grpc
 from chatseek_core.aio import to_thread
+from chatseek_core.limits import DEFAULT_AROUND
 from chatseek_core.proto_json import document
 from chatseek_fusion import conversations, hybrid, readers
 from chatseek_fusion.scope import resolve_one, resolve_scope
@@ -90,8 +91,8 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
         account, chat_id = await resolve_one(
             self._deps.ingest, request.chat, request.account or self._deps.settings.account
         )
-        before = request.before if request.HasField("before") else readers.DEFAULT_AROUND
-        after = request.after if request.HasField("after") else readers.DEFAULT_AROUND
+        before = request.before if request.HasField("before") else DEFAULT_AROUND
+        after = request.after if request.HasField("after") else DEFAULT_AROUND
         doc = await to_thread(
             lambda: readers.context(
                 self._deps.pool.get(), account, chat_id, request.msg_id, before, after

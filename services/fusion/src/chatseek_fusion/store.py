@@ -1,15 +1,15 @@
 """Read-only views fusion needs: units (from unitize), chats and messages (from ingest).
 
 The connection has ``ingest.db`` and ``unitize.db`` attached read-only as ``ingest`` and
-``unitize``; nothing here writes. Message lines use the unit text format,
-``[YYYY-MM-DD HH:MM] Sender: text`` (UTC), so snippets read like the units they come from; an
-album's later photos continue its first line's group, indented (``ALBUM_INDENT``).
+``unitize``; nothing here writes. Message lines are
+``chatseek_core.render.render_line``'s, the lines units are made of, so snippets read like the
+units they come from; an album's later photos continue its first line's group, indented
+(``ALBUM_INDENT``).
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +17,6 @@ from typing import Any
 from chatseek_core.db import Connection
 
 __all__ = [
-    "ALBUM_INDENT",
     "COPY_WINDOW_S",
     "ChannelCopy",
     "ChatInfo",
@@ -29,27 +28,12 @@ __all__ = [
     "load_messages_of",
     "load_units",
     "post_units",
-    "render_line",
 ]
 
 _CHUNK = 400
 # Telegram copies a channel post into the linked discussion group within seconds.
 COPY_WINDOW_S = 120
 _CHANNEL_MARK = -1_000_000_000_000
-ALBUM_INDENT = "    "  # as unitize renders an album's second and later photos
-_MEDIA_MARKERS = {
-    "photo": "[photo]",
-    "video": "[video]",
-    "voice": "[voice]",
-    "video_note": "[video note]",
-    "audio": "[audio]",
-    "sticker": "[sticker]",
-    "animation": "[animation]",
-    "poll": "[poll]",
-    "contact": "[contact]",
-    "location": "[location]",
-    "venue": "[venue]",
-}
 
 
 @dataclass(frozen=True)
@@ -315,25 +299,3 @@ def query_messages(conn: Connection, where: str, params: Sequence[Any]) -> list[
             list(params),
         )
     ]
-
-
-def render_line(m: MessageRow, *, continues_album: bool = False) -> str:
-    """``[YYYY-MM-DD HH:MM] Sender: text`` with a visible media marker and its extracted text.
-
-    ``continues_album`` renders an album's second or later photo: ``ALBUM_INDENT`` and the
-    body, the album's first line carrying time and sender.
-    """
-    stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(m.date))
-    parts = []
-    if m.media_kind:
-        if m.media_kind == "document":
-            parts.append(f"[document: {m.file_name or 'file'}]")
-        else:
-            parts.append(_MEDIA_MARKERS.get(m.media_kind, f"[{m.media_kind}]"))
-        if m.media_text:
-            parts.append(" ".join(m.media_text.split()))
-    if m.text:
-        parts.append(" ".join(m.text.split()))
-    if continues_album:
-        return ALBUM_INDENT + " ".join(parts)
-    return f"[{stamp}] {m.sender_name or 'unknown'}: {' '.join(parts)}"

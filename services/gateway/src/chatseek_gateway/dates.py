@@ -1,9 +1,10 @@
 """Parsing ``--since`` / ``--until`` for hybrid and conversation search.
 
 Accepted: an ISO date (``2025-06-01``), a month (``2025-06``), a datetime with optional seconds
-and offset (``2025-06-01T14:30``, ``…:05Z``, ``…+03:00``), or an age (``7d``, ``3w``, ``6m``,
-``1y``) stepping the calendar back from now. Naive input is UTC. An upper bound given as a day
-or a month includes the whole day or month.
+and offset (``2025-06-01T14:30``, ``…:05Z``, ``…+03:00``), or an age counted back from now in
+``chatseek_core.dates``' one grammar (``30m``, ``12h``, ``7d``, ``3w``, ``6M``, ``1y``: ``m`` is
+minutes, ``M`` months). Naive input is UTC. An upper bound given as a day or a month includes
+the whole day or month.
 """
 
 from __future__ import annotations
@@ -12,25 +13,17 @@ import calendar
 import re
 from datetime import UTC, datetime, timedelta
 
+from chatseek_core.dates import parse_age
 from chatseek_core.errors import InvalidValue
 
 __all__ = ["parse_bound"]
 
-_AGE = re.compile(r"(\d+)([dwmy])")
+_HINT = (
+    "use 2025-06-01, 2025-06, 2025-06-01T14:30[:05][Z|+03:00] or an age like 30m, 12h, 7d, 6M, 1y"
+    " (m is minutes, M is months)"
+)
 _MONTH = re.compile(r"(\d{4})-(\d{2})")
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-def _step_back(now: datetime, amount: int, unit: str) -> datetime:
-    if unit == "d":
-        return now - timedelta(days=amount)
-    if unit == "w":
-        return now - timedelta(weeks=amount)
-    months = amount if unit == "m" else amount * 12
-    year, month = divmod(now.year * 12 + now.month - 1 - months, 12)
-    month += 1
-    day = min(now.day, calendar.monthrange(year, month)[1])
-    return now.replace(year=year, month=month, day=day)
 
 
 def parse_bound(text: str, *, upper: bool, now: datetime | None = None) -> int:
@@ -44,9 +37,12 @@ def parse_bound(text: str, *, upper: bool, now: datetime | None = None) -> int:
         return 0
     now = now or datetime.now(UTC)
     field = "until" if upper else "since"
-    age = _AGE.fullmatch(value)
-    if age:
-        return int(_step_back(now, int(age.group(1)), age.group(2)).timestamp())
+    try:
+        age = parse_age(value)
+        if age is not None:
+            return int(age.before(now).timestamp())
+    except ValueError as exc:
+        raise InvalidValue(str(exc), hint=_HINT, metadata={"field": field}) from None
     month = _MONTH.fullmatch(value)
     if month:
         year, mon = int(month.group(1)), int(month.group(2))
@@ -62,7 +58,7 @@ def parse_bound(text: str, *, upper: bool, now: datetime | None = None) -> int:
     except ValueError:
         raise InvalidValue(
             f"{value!r} is not a date",
-            hint="use 2025-06-01, 2025-06, 2025-06-01T14:30[:05][Z|+03:00] or an age like 7d",
+            hint=_HINT,
             metadata={"field": field},
         ) from None
     if parsed.tzinfo is None:

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from telethon import errors, utils
 from telethon.tl import types
 
+from chatseek_core.aio import to_thread
 from chatseek_core.errors import FloodWait, InvalidArgument, NotAuthorized
 from chatseek_ingest.telegram import TelegramClientLike, session_path
 
@@ -244,7 +245,7 @@ async def complete_login(
             hint="sign up in a Telegram app first, then run `chatseek auth`",
         )
     session = str(client.session.save())
-    path = write_session(home, account, session)
+    path = await to_thread(write_session, home, account, session)
     pending.pop(token)
     await client.disconnect()
     log.info("signed in account %s; session written", account)

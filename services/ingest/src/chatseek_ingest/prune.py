@@ -22,7 +22,7 @@ from chatseek_core import db
 from chatseek_core.aio import to_thread
 from chatseek_core.errors import ChatNotFound, FailedPrecondition, FloodWait
 from chatseek_ingest import store
-from chatseek_ingest.sync import default_lock_path, sync_lock
+from chatseek_ingest.sync import default_lock_path, held_sync_lock
 from chatseek_ingest.telegram import (
     FLOOD_SLEEP_THRESHOLD_S,
     FloodPolicy,
@@ -184,8 +184,8 @@ async def prune_deleted(
     deadline = clock() + budget_s if budget_s and budget_s > 0 else None
     policy = FloodPolicy(threshold_s=flood_threshold_s, sleep=sleep, clock=clock, deadline=deadline)
     report = PruneReport()
-    path = lock_path if lock_path is not None else default_lock_path(conn)
-    with sync_lock(path):
+    path = lock_path if lock_path is not None else await to_thread(default_lock_path, conn)
+    async with held_sync_lock(path):
         chats = await to_thread(_chats, conn, account, chat_id)
         for index, chat in enumerate(chats):
             try:

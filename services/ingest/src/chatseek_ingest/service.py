@@ -24,7 +24,7 @@ from chatseek.common.v1 import common_pb2
 from chatseek.ingest.v1 import ingest_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2_grpc
 from chatseek_core import db, feed
-from chatseek_core.aio import drain, stream_progress, to_thread
+from chatseek_core.aio import drain, progress_stream, stream_progress, to_thread
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
@@ -113,6 +113,12 @@ def discard_stale_work(data_dir: Path) -> int:
     return len(stale)
 
 
+def _open_upload(target: Path) -> Any:
+    """The work-folder file an uploaded export file is appended to (its folder created)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return open(target, "ab")  # noqa: SIM115 - closed by the caller when its last chunk came
+
+
 def _safe_relative(path: str) -> PurePosixPath:
     rel = PurePosixPath(path)
     if not path or rel.is_absolute() or ".." in rel.parts or "\\" in path:
@@ -174,25 +180,21 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         ``on_progress`` may be called from any thread; each call follows a commit, so it also
         nudges the consumers (throttled). A cancelled RPC cancels the work.
         """
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
         committed = self._committed_hook()
 
-        def on_progress(value: Any) -> None:
-            committed()
-            loop.call_soon_threadsafe(queue.put_nowait, value)
+        def nudging(on_progress: Progress) -> Awaitable[Mapping[str, Any]]:
+            def report(value: Any) -> None:
+                committed()
+                on_progress(value)
 
-        task = asyncio.ensure_future(work(on_progress))
-        task.add_done_callback(lambda _: queue.put_nowait(None))
-        try:
-            while (item := await queue.get()) is not None:
-                yield _progress_event(stage, item)
-            report = task.result()
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            return work(report)
+
+        report: Mapping[str, Any] = {}
+        async for kind, value in progress_stream(nudging, cancel=True):
+            if kind == "progress":
+                yield _progress_event(stage, value)
+            else:
+                report = cast(Mapping[str, Any], value)
         await self._deps.nudger.nudge()
         yield operation_result(report)
 
@@ -213,8 +215,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     ) -> AsyncIterator[pb.ImportExportResponse]:
         """Receive the uploaded export into a work folder, import it, then remove the folder."""
         tmp_root = self._deps.settings.data_dir / TMP_DIR
-        tmp_root.mkdir(parents=True, exist_ok=True)
-        workdir = Path(tempfile.mkdtemp(prefix="import-", dir=tmp_root))
+        await to_thread(tmp_root.mkdir, parents=True, exist_ok=True)
+        workdir = Path(await to_thread(tempfile.mkdtemp, prefix="import-", dir=tmp_root))
         try:
             start: pb.ImportStart | None = None
             received = 0
@@ -234,13 +236,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 rel = _safe_relative(chunk.path)
                 handle = handles.get(chunk.path)
                 if handle is None:
-                    target = workdir / rel
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    handle = handles[chunk.path] = open(target, "ab")  # noqa: SIM115
+                    handle = handles[chunk.path] = await to_thread(_open_upload, workdir / rel)
                 await to_thread(handle.write, chunk.data)
                 received += len(chunk.data)
                 if chunk.last:
-                    handle.close()
+                    await to_thread(handle.close)
                     del handles[chunk.path]
                 if received - reported >= UPLOAD_PROGRESS_BYTES:
                     reported = received
@@ -248,7 +248,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                         event=operation_progress("upload", received, start.json_size, "bytes")
                     )
             for handle in handles.values():
-                handle.close()
+                await to_thread(handle.close)
             if start is None:
                 raise InvalidArgument("the import stream was empty", metadata={"field": "start"})
             json_name = start.json_name or "result.json"

@@ -842,7 +842,7 @@ async def prune_sources(
     ]
     if dry_run or not (removing or kept):
         return report
-    path = lock_path if lock_path is not None else default_lock_path(conn)
+    path = lock_path if lock_path is not None else await to_thread(default_lock_path, conn)
     await to_thread(_apply_prune, conn, account, path, removing, kept)
     log.info("pruned %d chats of %s's folder sources", len(removing), account)
     return report

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,6 +67,7 @@ __all__ = [
     "folder_members",
     "remember_chat",
     "sync",
+    "held_sync_lock",
     "sync_lock",
 ]
 
@@ -150,6 +151,21 @@ def sync_lock(path: Path | None) -> Iterator[None]:
         if fd is not None:
             os.close(fd)
         lock.release()
+
+
+@contextlib.asynccontextmanager
+async def held_sync_lock(path: Path | None) -> AsyncIterator[None]:
+    """``sync_lock`` for a pass on the event loop: taken and released in a thread.
+
+    Raises:
+        SyncRunning: another sync or deletion pass holds it, in this process or another.
+    """
+    stack = contextlib.ExitStack()
+    await to_thread(stack.enter_context, sync_lock(path))
+    try:
+        yield
+    finally:
+        await to_thread(stack.close)
 
 
 def _running() -> SyncRunning:
@@ -1169,8 +1185,8 @@ async def sync(
         SyncRunning: another sync or deletion pass is running.
         WrongAccount: the session signs in as another user than the account's.
     """
-    path = lock_path if lock_path is not None else default_lock_path(conn)
-    with sync_lock(path):
+    path = lock_path if lock_path is not None else await to_thread(default_lock_path, conn)
+    async with held_sync_lock(path):
         async with contextlib.AsyncExitStack() as stack:
             used, declined = client, None
             if takeout:

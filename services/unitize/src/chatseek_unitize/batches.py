@@ -13,12 +13,12 @@ Owns ``agent_answers``. Invariants:
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from chatseek_core import db
+from chatseek_core.dates import iso_utc
 from chatseek_core.db import Connection
 from chatseek_core.errors import IndexNotReady, InvalidValue
 from chatseek_unitize import loader
@@ -169,10 +169,6 @@ def _message_text(m: Msg) -> str:
     return " ".join(parts)
 
 
-def _iso(ts: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
 def _earlier_in_topic(conn: Connection, account: str, chat_id: int, m: Msg, want: int) -> list[Msg]:
     out = loader.earlier_in_topic(conn, account, chat_id, m, want * 2)
     return [c for c in out if is_unit_member(c)][:want]
@@ -230,7 +226,7 @@ def get_batch(
             candidates.append(
                 {
                     "msg_id": cand.msg_id,
-                    "date": _iso(cand.date),
+                    "date": iso_utc(cand.date),
                     "sender": cand.sender_name,
                     "text": _clip(_message_text(cand), CANDIDATE_TEXT_CHARS),
                     "score": score,
@@ -239,7 +235,7 @@ def get_batch(
         out.append(
             {
                 "msg_id": msg_id,
-                "date": _iso(m.date),
+                "date": iso_utc(m.date),
                 "sender": m.sender_name,
                 "text": _clip(_message_text(m), MESSAGE_TEXT_CHARS),
                 "current": {"parent_id": parent_id, "reason": reason, "confidence": confidence},

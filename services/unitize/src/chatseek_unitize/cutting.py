@@ -17,12 +17,19 @@ Invariants:
 
 from __future__ import annotations
 
-import functools
 import logging
-import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from chatseek_core.errors import InvalidValue
+from chatseek_core.render import (
+    ALBUM_INDENT,
+    MEDIA_TEXT_MAX_CHARS,
+    UNKNOWN_SENDER,
+    one_line,
+    render_line,
+    render_lines,
+    same_album,
+)
 from chatseek_unitize.model import RECIPE_VERSION, CutConfig, Msg, Unit, UnitKind, content_hash
 
 __all__ = [
@@ -47,35 +54,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MEDIA_TEXT_MAX_CHARS = 4000
 SECONDS_PER_MINUTE = 60
-UNKNOWN_SENDER = "unknown"
-ELLIPSIS = "…"
-ALBUM_INDENT = "    "
-"""What starts the line of an album's second and later photos in place of time and sender."""
-_STAMP_CACHE_SIZE = 65_536
 
 CHANNEL_CHAT_TYPES = frozenset({"channel", "public_channel", "private_channel"})
-
-# Marker label per media kind; kinds in _INLINE_KINDS show their media_text inside the marker,
-# kinds in _FILE_KINDS show the file name there.
-_MARKER_LABELS = {
-    "photo": "photo",
-    "video": "video",
-    "voice": "voice",
-    "video_note": "video message",
-    "audio": "audio",
-    "sticker": "sticker",
-    "animation": "GIF",
-    "document": "document",
-    "poll": "poll",
-    "contact": "contact",
-    "location": "location",
-    "venue": "venue",
-}
-_INLINE_KINDS = frozenset({"poll", "contact", "location", "venue"})
-_FILE_KINDS = frozenset({"document", "audio"})
-
 
 # --- rendering ---
 
@@ -85,85 +66,11 @@ def chrono_key(m: Msg) -> tuple[int, int]:
     return (m.date, m.msg_id)
 
 
-def same_album(a: Msg, b: Msg) -> bool:
-    """Whether ``a`` and ``b`` are photos (or videos, files) of one album (media group)."""
-    return a.grouped_id is not None and a.grouped_id == b.grouped_id
-
-
 def is_unit_member(m: Msg) -> bool:
     """Whether ``m`` belongs in units: not a service message, and some text or media."""
     if m.is_service:
         return False
     return bool(m.media_kind or m.media_text or m.text.strip())
-
-
-@functools.lru_cache(maxsize=_STAMP_CACHE_SIZE)
-def _minute_stamp(minute: int) -> str:
-    t = time.gmtime(minute * SECONDS_PER_MINUTE)
-    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d} {t.tm_hour:02d}:{t.tm_min:02d}"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit].rstrip() + ELLIPSIS
-
-
-def _marker(m: Msg) -> str:
-    kind = m.media_kind
-    if not kind:
-        return ""
-    label = _MARKER_LABELS.get(kind, kind.replace("_", " "))
-    detail = ""
-    if kind in _INLINE_KINDS and m.media_text:
-        detail = _clip(_one_line(m.media_text), MEDIA_TEXT_MAX_CHARS)
-    elif kind in _FILE_KINDS and m.file_name:
-        detail = _one_line(m.file_name)
-    return f"[{label}: {detail}]" if detail else f"[{label}]"
-
-
-def render_line(m: Msg, *, continues_album: bool = False) -> str:
-    """One message as one line: ``[YYYY-MM-DD HH:MM] Sender: <marker> <media text> <text>``.
-
-    The time is UTC. Media shows as a visible marker (``[photo]``, ``[voice]``,
-    ``[document: name.pdf]``, ``[poll: question]``); text read out of the media follows its
-    marker (inside it for poll, contact, location and venue), clipped at
-    ``MEDIA_TEXT_MAX_CHARS``; the message text or caption comes last. Line breaks and runs of
-    whitespace fold to one space so a message is always exactly one line. Any message renders,
-    service messages included, but service messages are never unit members.
-    ``continues_album`` renders the line of an album's second or later photo: ``ALBUM_INDENT``
-    and the body, without time and sender (the album's first line carries them).
-    """
-    parts = []
-    marker = _marker(m)
-    if marker:
-        parts.append(marker)
-        if m.media_text and m.media_kind not in _INLINE_KINDS:
-            parts.append(_clip(_one_line(m.media_text), MEDIA_TEXT_MAX_CHARS))
-    elif m.media_text:
-        parts.append(_clip(_one_line(m.media_text), MEDIA_TEXT_MAX_CHARS))
-    if m.text:
-        parts.append(_one_line(m.text))
-    body = " ".join(p for p in parts if p)
-    if continues_album:
-        return ALBUM_INDENT + body
-    name = _one_line(m.sender_name) or UNKNOWN_SENDER
-    stamp = _minute_stamp(m.date // SECONDS_PER_MINUTE)
-    return f"[{stamp}] {name}: {body}" if body else f"[{stamp}] {name}:"
-
-
-def render_lines(seq: Sequence[Msg]) -> list[str]:
-    """The lines of ``seq`` in order, one per message, an album's photos as one line group.
-
-    A message right after another photo of its album renders with ``continues_album`` (no
-    time or sender of its own); every other message renders as ``render_line`` does.
-    """
-    return [
-        render_line(m, continues_album=i > 0 and same_album(seq[i - 1], m))
-        for i, m in enumerate(seq)
-    ]
 
 
 class _Lines:
@@ -186,7 +93,7 @@ def _make_unit(kind: UnitKind, key: str, seq: Sequence[Msg], lines: _Lines) -> U
     text = "\n".join(lines(m, i > 0 and same_album(seq[i - 1], m)) for i, m in enumerate(seq))
     senders: dict[str, None] = {}
     for m in seq:
-        senders.setdefault(_one_line(m.sender_name) or UNKNOWN_SENDER, None)
+        senders.setdefault(one_line(m.sender_name) or UNKNOWN_SENDER, None)
     dates = [m.date for m in seq]
     return Unit(
         kind=kind,

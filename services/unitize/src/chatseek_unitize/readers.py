@@ -10,9 +10,9 @@ Owns no table. Invariants:
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
+from chatseek_core.dates import iso_utc
 from chatseek_core.db import Connection
 from chatseek_core.errors import InvalidValue, MessageNotFound, NotFound
 from chatseek_unitize import loader
@@ -36,10 +36,6 @@ IDS_NOTE = (
     "conversation ids belong to this build and change when the chat is rebuilt; "
     "re-list conversations after a build instead of keeping their ids"
 )
-
-
-def _iso(ts: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 def locator(account: str, chat_id: int, msg_id: int) -> str:
@@ -96,8 +92,8 @@ def list_conversations(
                 "conversation_id": int(r[0]),
                 "first_msg_id": int(r[1]),
                 "last_msg_id": int(r[2]),
-                "start": _iso(int(r[3])),
-                "end": _iso(int(r[4])),
+                "start": iso_utc(int(r[3])),
+                "end": iso_utc(int(r[4])),
                 "message_count": int(r[5]),
                 "participants": json.loads(r[6]),
                 "locator": locator(account, chat_id, int(r[1])),
@@ -149,7 +145,7 @@ def show_conversation(
             item.update(deleted=True, date=None, sender=None, text="", media=None, media_text=None)
         else:
             item.update(
-                date=_iso(m.date),
+                date=iso_utc(m.date),
                 sender=m.sender_name,
                 text=m.text,
                 media=m.media_kind,

@@ -23,6 +23,7 @@ from typing import Any
 
 from chatseek_core import db, feed
 from chatseek_core.db import Connection
+from chatseek_core.render import ALBUM_MAX
 from chatseek_unitize import loader
 from chatseek_unitize.builds import drop_chat_builds, prune_chunks
 from chatseek_unitize.cutting import (
@@ -67,8 +68,6 @@ DEFAULT_BATCH = 2000
 WHOLE_CUT_MAX = 100_000
 WINDOW_PAGE = 256
 """Messages read per page while re-cutting windows; doubled when a page closes no window."""
-ALBUM_MAX = 10
-"""The most photos (or videos, files) Telegram puts in one album."""
 
 Key = tuple[int, int]
 Progress = Callable[[tuple[int, int, str]], None]

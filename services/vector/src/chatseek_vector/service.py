@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 import numpy as np
@@ -14,7 +13,7 @@ from chatseek.embed.v1 import embed_service_pb2
 from chatseek.vector.v1 import vector_service_pb2 as pb
 from chatseek.vector.v1 import vector_service_pb2_grpc
 from chatseek_core import db
-from chatseek_core.aio import to_thread
+from chatseek_core.aio import progress_stream, to_thread
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
@@ -23,6 +22,7 @@ from chatseek_vector.schema import OWNER
 
 if TYPE_CHECKING:
     from chatseek_vector.server import Deps
+    from chatseek_vector.worker import EmbedPass
 
 __all__ = ["VectorServicer"]
 
@@ -43,29 +43,24 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
     async def IndexUnits(
         self, request: pb.IndexUnitsRequest, context: Ctx
     ) -> AsyncIterator[pb.IndexUnitsResponse]:
-        queue: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
+        def work(on_progress: Callable[[object], None]) -> Awaitable[EmbedPass]:
+            async def progress(done: int, total: int) -> None:
+                on_progress((done, total))
 
-        async def progress(done: int, total: int) -> None:
-            await queue.put((done, total))
-
-        task = asyncio.create_task(
-            self._deps.worker.run_pass(
+            return self._deps.worker.run_pass(
                 chat_ids=list(request.chat_ids) or None,
                 reembed=request.reembed,
                 confirmed=request.confirmed,
                 on_progress=progress,
             )
-        )
-        task.add_done_callback(lambda _: queue.put_nowait(None))
-        while True:
-            item = await queue.get()
-            if item is None:
-                break
-            yield pb.IndexUnitsResponse(
-                event=operation_progress("embed", item[0], item[1], "units")
-            )
-        result = task.result()
-        yield pb.IndexUnitsResponse(event=operation_result(result.to_dict()))
+
+        async for kind, value in progress_stream(work):
+            if kind == "progress":
+                done, total = cast(tuple[int, int], value)
+                yield pb.IndexUnitsResponse(event=operation_progress("embed", done, total, "units"))
+            else:
+                report = cast("EmbedPass", value)
+                yield pb.IndexUnitsResponse(event=operation_result(report.to_dict()))
 
     async def Knn(self, request: pb.KnnRequest, context: Ctx) -> pb.KnnResponse:
         if request.k < 0:

@@ -78,7 +78,7 @@ class Worker:
         self._wake.set()
 
     def ready(self) -> bool:
-        """Whether unitize.db exists and is attached."""
+        """Whether unitize.db exists and is attached (blocking: SQLite; call it off the loop)."""
         return self._pool.attached("unitize")
 
     async def identity(self) -> tuple[spaces.Identity, bool]:
@@ -110,7 +110,7 @@ class Worker:
 
     async def follow_feed(self) -> int:
         """Consume every pending unitize event; returns how many."""
-        if not self.ready():
+        if not await to_thread(self.ready):
             return 0
         total = 0
         while True:
@@ -207,7 +207,7 @@ class Worker:
         while True:
             self._wake.clear()
             try:
-                if self.ready():
+                if await to_thread(self.ready):
                     await self.run_pass(background=True)
                     self.last_error = ""
             except ChatseekError as exc:

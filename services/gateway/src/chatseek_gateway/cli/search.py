@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from chatseek_core.limits import MAX_K, SEARCH_MODES
 from chatseek_gateway.cli.common import at_least_one, call, emit
 
 __all__ = ["print_hits", "register"]
@@ -28,7 +29,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--source", choices=["telegram", "all"], default="telegram")
     p.add_argument("--account", default="", help="account to search (default: active)")
-    p.add_argument("--since", default="", help="ISO date, month, datetime or age (7d, 3w, 6m, 1y)")
+    p.add_argument(
+        "--since",
+        default="",
+        help="ISO date, month, datetime or age: 30m (minutes), 12h, 7d, 3w, 6M (months), 1y",
+    )
     p.add_argument("--until", default="", help="inclusive upper bound, same forms as --since")
     p.add_argument(
         "--kind",
@@ -37,8 +42,8 @@ def register(sub: Any) -> None:
         choices=["window", "thread", "post", "conversation"],
         help="unit kinds to search (repeatable; default window, thread, post)",
     )
-    p.add_argument("--mode", choices=["hybrid", "lexical", "dense"], default="hybrid")
-    p.add_argument("-k", "--limit", type=int, default=10, help="number of hits (1-100)")
+    p.add_argument("--mode", choices=SEARCH_MODES, default="hybrid")
+    p.add_argument("-k", "--limit", type=int, default=10, help=f"number of hits (1-{MAX_K})")
     p.add_argument(
         "--rerank",
         action=argparse.BooleanOptionalAction,

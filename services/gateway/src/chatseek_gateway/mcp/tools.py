@@ -24,8 +24,16 @@ from typing import Annotated, Any, Concatenate, ParamSpec
 from pydantic import Field
 
 from chatseek_core import config as config_file
+from chatseek_core.aio import to_thread
 from chatseek_core.client import call, stream
 from chatseek_core.errors import ChatseekError, FloodWait, InvalidArgument, SyncRunning
+from chatseek_core.limits import (
+    DEFAULT_AROUND,
+    MAX_CONVERSATIONS_FOUND,
+    MAX_K,
+    MAX_QUERY_BYTES,
+    SEARCH_MODES,
+)
 from chatseek_core.log import redact
 from chatseek_core.proto_json import from_document
 from chatseek_gateway.mcp.gateway import GatewayConnection
@@ -54,7 +62,6 @@ SECONDS_PER_MINUTE = 60.0
 AGE_DECIMALS = 1
 
 MAX_QUESTION_CHARS = 2000
-MAX_QUERY_BYTES = 8192  # the Lucene profile's own query budget
 MAX_TREE_BYTES = 256 * 1024
 MAX_SPEC_CHARS = 256
 MAX_CHATS = 50
@@ -63,19 +70,15 @@ MAX_TIMEZONE_CHARS = 64
 MAX_PAGE_TOKEN_CHARS = 4096
 MAX_DIALOG_QUERY_CHARS = 256
 
-SEARCH_MODES = ("hybrid", "lexical", "dense")
 DEFAULT_K = 10
-MAX_K = 100
 DEFAULT_MESSAGES_LIMIT = 20
 MAX_MESSAGES_LIMIT = 100
 MAX_NEIGHBOURS = 20
 STATS_BY = ("chat", "sender", "day", "hour")
 MESSAGE_SOURCES = ("active", "all")
 DEFAULT_CONVERSATIONS = 10
-MAX_CONVERSATIONS_FOUND = 50
 DEFAULT_CONVERSATIONS_LISTED = 50
 MAX_CONVERSATIONS_LISTED = 200
-DEFAULT_AROUND = 15
 MAX_AROUND = 100
 MAX_LOCATORS = 50
 MAX_EVIDENCE_CHARS = 20000
@@ -148,7 +151,10 @@ ChatSpecs = Annotated[
 ]
 Since = Annotated[
     str | None,
-    Field(description="lower bound: ISO date or datetime, month (2026-03) or age (7d, 3w, 6m, 1y)"),
+    Field(
+        description="lower bound: ISO date or datetime, month (2026-03) or age before now: "
+        "30m (minutes), 12h, 7d, 3w, 6M (months), 1y"
+    ),
 ]
 Until = Annotated[str | None, Field(description="inclusive upper bound, same forms as since")]
 MsgId = Annotated[int, Field(description="the message id within its chat")]
@@ -414,7 +420,7 @@ class ChatseekTools:
         """
         out = _Refresh()
         try:
-            settings = config_file.load(self._config_path).search
+            settings = (await to_thread(config_file.load, self._config_path)).search
         except ChatseekError as exc:
             out.warnings.append(
                 _warning("AUTO_SYNC_SKIPPED", f"the index was not refreshed: {exc.message}")

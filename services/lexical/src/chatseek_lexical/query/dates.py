@@ -5,8 +5,10 @@ Invariants:
   calendar period to the first instant of the next, found through the zone's rules, so 23- and
   25-hour days and midnights inside DST gaps are exact. A skipped local day (Samoa,
   2011-12-30) or a wall-clock time inside a gap is a ``ValueError``.
-* Instants (``2026-03-29T10:00:00+02:00``; local without an offset), relative values (``30m``,
-  ``12h``, ``7d``, ``2w`` before now) and ``now`` are points; ``today``/``yesterday`` are days.
+* Instants (``2026-03-29T10:00:00+02:00``; local without an offset), relative values (an age
+  before now in ``chatseek_core.dates``' one grammar: ``30m`` minutes, ``12h``, ``7d``, ``2w``,
+  ``6M`` months, ``1y``; months and years step the local calendar) and ``now`` are points;
+  ``today``/``yesterday`` are days.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from chatseek_core.dates import Age, parse_age
 
 __all__ = [
     "DateValue",
@@ -32,8 +36,6 @@ __all__ = [
 
 MIN_YEAR = 1900
 MAX_YEAR = 9998
-MAX_RELATIVE_SECONDS = 200 * 366 * 86400
-SECONDS_PER_UNIT = {"m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 GAP_SEARCH_SECONDS = 48 * 3600
 FALLBACK_TIMEZONE = "UTC"
 _LOCALTIME = Path("/etc/localtime")
@@ -43,7 +45,6 @@ _ZONEINFO_MARK = "zoneinfo/"
 _DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 _YEAR = re.compile(r"^(\d{4})$")
-_RELATIVE = re.compile(r"^-?(\d{1,9})(min|m|h|d|w)$", re.IGNORECASE)
 _INSTANT = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
 
 
@@ -56,7 +57,7 @@ class DateValue:
     month: int = 0
     day: int = 0
     instant: datetime | None = None
-    seconds: int = 0
+    age: Age | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +90,9 @@ def parse_date(text: str) -> DateValue:
     lowered = value.lower()
     if lowered in ("today", "yesterday", "now"):
         return DateValue(lowered)
-    found = _RELATIVE.match(value)
-    if found:
-        seconds = int(found.group(1)) * SECONDS_PER_UNIT[found.group(2).lower()]
-        if seconds > MAX_RELATIVE_SECONDS:
-            raise ValueError(f"relative date {value!r} reaches too far back")
-        return DateValue("relative", seconds=seconds)
+    age = parse_age(value)
+    if age is not None:
+        return DateValue("relative", age=age)
     found = _DAY.match(value)
     if found:
         year, month, day = (int(g) for g in found.groups())
@@ -114,7 +112,8 @@ def parse_date(text: str) -> DateValue:
         return DateValue("instant", instant=instant)
     raise ValueError(
         f"{value!r} is not a date: use 2026-03-29, 2026-03, 2026, a quoted instant such as "
-        '"2026-03-29T10:00:00+02:00", 7d, 30m, today or yesterday'
+        '"2026-03-29T10:00:00+02:00", an age such as 30m, 7d or 6M (m is minutes, M months), '
+        "today or yesterday"
     )
 
 
@@ -172,7 +171,12 @@ def resolve(value: DateValue, tz: ZoneInfo, now: float) -> Interval:
         day = today if value.kind == "today" else today - timedelta(days=1)
         return _period(day, day + timedelta(days=1), tz, day.isoformat())
     if value.kind == "relative":
-        return Interval(now - value.seconds, now - value.seconds)
+        assert value.age is not None
+        fixed = value.age.seconds
+        if fixed is not None:
+            return Interval(now - fixed, now - fixed)
+        stepped = value.age.before(datetime.fromtimestamp(now, tz)).timestamp()
+        return Interval(stepped, stepped)
     if value.kind == "now":
         return Interval(now, now)
     instant = value.instant

@@ -30,6 +30,7 @@ from zoneinfo import ZoneInfo
 import sqlean
 
 from chatseek_core.errors import ChatNotFound, IndexNotReady, InvalidValue
+from chatseek_core.render import ALBUM_MAX
 from chatseek_core.text import normalise
 from chatseek_lexical.query import dates, values
 from chatseek_lexical.query.ast import (
@@ -95,7 +96,6 @@ SNIPPET_LEAD = 50
 MEDIA_TEXT_SHOWN = 300
 PROGRESS_STEPS = 10_000
 TOKEN_VERSION = 1
-ALBUM_MAX = 10  # the most photos (videos, files) Telegram puts in one album
 ORDER_RELEVANCE = "relevance"
 ORDER_NEWEST = "newest"
 SOURCE_ACTIVE = "active"

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chatseek_core.errors import QueryLimit
+from chatseek_core.limits import MAX_QUERY_BYTES
 
 __all__ = [
     "AUTOMATON_STATES",
@@ -34,7 +35,7 @@ __all__ = [
     "exceeded",
 ]
 
-QUERY_BYTES = 8192
+QUERY_BYTES = MAX_QUERY_BYTES
 DEPTH = 32
 NODES = 256
 PATTERN_CHARS = 1024

@@ -1,0 +1,167 @@
+"""The one text form of a message: the line units are made of and snippets are cut from.
+
+Invariants:
+* A message is exactly one line, ``[YYYY-MM-DD HH:MM] Sender: <marker> <media text> <text>``
+  (UTC): unitize indexes and embeds units of these lines and fusion shows snippets of them, so
+  a hit reads like its unit. Changing the output changes every unit's text (and forces a
+  re-embedding): it needs a new ``RECIPE_VERSION`` in unitize.
+* Anything with the ``RenderedMessage`` attributes renders (unitize's ``Msg``, fusion's
+  ``MessageRow``); nothing here reads a database.
+* An album (one media group, ``grouped_id``, at most ``ALBUM_MAX`` items) is one line group:
+  the first photo carries time and sender, each further photo is a line of its own starting
+  with ``ALBUM_INDENT``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+__all__ = [
+    "ALBUM_INDENT",
+    "ALBUM_MAX",
+    "MEDIA_TEXT_MAX_CHARS",
+    "UNKNOWN_SENDER",
+    "RenderedMessage",
+    "one_line",
+    "render_line",
+    "render_lines",
+    "same_album",
+]
+
+MEDIA_TEXT_MAX_CHARS = 4000
+UNKNOWN_SENDER = "unknown"
+ALBUM_INDENT = "    "
+"""What starts the line of an album's second and later photos in place of time and sender."""
+ALBUM_MAX = 10
+"""The most photos (videos, files) Telegram puts in one album."""
+ELLIPSIS = "…"
+SECONDS_PER_MINUTE = 60
+_STAMP_CACHE_SIZE = 65_536
+
+# Marker label per media kind; kinds in _INLINE_KINDS show their media_text inside the marker,
+# kinds in _FILE_KINDS show the file name there.
+_MARKER_LABELS = {
+    "photo": "photo",
+    "video": "video",
+    "voice": "voice",
+    "video_note": "video message",
+    "audio": "audio",
+    "sticker": "sticker",
+    "animation": "GIF",
+    "document": "document",
+    "poll": "poll",
+    "contact": "contact",
+    "location": "location",
+    "venue": "venue",
+}
+_INLINE_KINDS = frozenset({"poll", "contact", "location", "venue"})
+_FILE_KINDS = frozenset({"document", "audio"})
+
+
+class RenderedMessage(Protocol):
+    """What a message needs to render: unitize's ``Msg`` and fusion's ``MessageRow`` both fit.
+
+    Attributes:
+        date: Send time, unix seconds UTC.
+        sender_name: Display name of the sender; may be empty.
+        text: Message text or media caption; may be empty.
+        media_kind: photo, video, voice, video_note, audio, sticker, animation, document,
+            poll, contact, location, venue; None for plain text.
+        file_name: Attached file's name, when there is one.
+        media_text: Text read out of the media; for poll, contact, location and venue the
+            question or description.
+        grouped_id: The album (media group) the message belongs to, or None.
+    """
+
+    @property
+    def date(self) -> int: ...
+    @property
+    def sender_name(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def media_kind(self) -> str | None: ...
+    @property
+    def file_name(self) -> str | None: ...
+    @property
+    def media_text(self) -> str | None: ...
+    @property
+    def grouped_id(self) -> int | None: ...
+
+
+def same_album(a: RenderedMessage, b: RenderedMessage) -> bool:
+    """Whether ``a`` and ``b`` are photos (or videos, files) of one album (media group)."""
+    return a.grouped_id is not None and a.grouped_id == b.grouped_id
+
+
+@functools.lru_cache(maxsize=_STAMP_CACHE_SIZE)
+def _minute_stamp(minute: int) -> str:
+    t = time.gmtime(minute * SECONDS_PER_MINUTE)
+    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d} {t.tm_hour:02d}:{t.tm_min:02d}"
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks and runs of whitespace folded to one space, stripped."""
+    return " ".join(text.split())
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip() + ELLIPSIS
+
+
+def _marker(m: RenderedMessage) -> str:
+    kind = m.media_kind
+    if not kind:
+        return ""
+    label = _MARKER_LABELS.get(kind, kind.replace("_", " "))
+    detail = ""
+    if kind in _INLINE_KINDS and m.media_text:
+        detail = _clip(one_line(m.media_text), MEDIA_TEXT_MAX_CHARS)
+    elif kind in _FILE_KINDS and m.file_name:
+        detail = one_line(m.file_name)
+    return f"[{label}: {detail}]" if detail else f"[{label}]"
+
+
+def render_line(m: RenderedMessage, *, continues_album: bool = False) -> str:
+    """One message as one line: ``[YYYY-MM-DD HH:MM] Sender: <marker> <media text> <text>``.
+
+    The time is UTC. Media shows as a visible marker (``[photo]``, ``[voice]``,
+    ``[document: name.pdf]``, ``[poll: question]``); text read out of the media follows its
+    marker (inside it for poll, contact, location and venue), clipped at
+    ``MEDIA_TEXT_MAX_CHARS``; the message text or caption comes last. Line breaks and runs of
+    whitespace fold to one space so a message is always exactly one line. An empty sender
+    name renders as ``UNKNOWN_SENDER``. ``continues_album`` renders the line of an album's
+    second or later photo: ``ALBUM_INDENT`` and the body, without time and sender (the
+    album's first line carries them).
+    """
+    parts = []
+    marker = _marker(m)
+    if marker:
+        parts.append(marker)
+        if m.media_text and m.media_kind not in _INLINE_KINDS:
+            parts.append(_clip(one_line(m.media_text), MEDIA_TEXT_MAX_CHARS))
+    elif m.media_text:
+        parts.append(_clip(one_line(m.media_text), MEDIA_TEXT_MAX_CHARS))
+    if m.text:
+        parts.append(one_line(m.text))
+    body = " ".join(p for p in parts if p)
+    if continues_album:
+        return ALBUM_INDENT + body
+    name = one_line(m.sender_name) or UNKNOWN_SENDER
+    stamp = _minute_stamp(m.date // SECONDS_PER_MINUTE)
+    return f"[{stamp}] {name}: {body}" if body else f"[{stamp}] {name}:"
+
+
+def render_lines(seq: Sequence[RenderedMessage]) -> list[str]:
+    """The lines of ``seq`` in order, one per message, an album's photos as one line group.
+
+    A message right after another photo of its album renders with ``continues_album`` (no
+    time or sender of its own); every other message renders as ``render_line`` does.
+    """
+    return [
+        render_line(m, continues_album=i > 0 and same_album(seq[i - 1], m))
+        for i, m in enumerate(seq)
+    ]

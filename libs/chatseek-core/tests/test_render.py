@@ -1,0 +1,105 @@
+"""The one message line: media markers, polls, albums, replies and forwards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from chatseek_core.render import (
+    ALBUM_INDENT,
+    MEDIA_TEXT_MAX_CHARS,
+    render_line,
+    render_lines,
+    same_album,
+)
+
+NOON = 1_767_268_800  # 2026-01-01 12:00 UTC
+
+
+@dataclass(frozen=True)
+class Row:
+    """A message with the attributes rendering reads, plus some it must ignore."""
+
+    date: int = NOON
+    sender_name: str = "Ann"
+    text: str = ""
+    media_kind: str | None = None
+    file_name: str | None = None
+    media_text: str | None = None
+    grouped_id: int | None = None
+    reply_to: int | None = None
+    forwarded_from: str | None = None
+
+
+def test_a_plain_message_is_time_sender_and_text_on_one_line() -> None:
+    assert render_line(Row(date=NOON + 62, text="see\nyou  soon")) == (
+        "[2026-01-01 12:01] Ann: see you soon"
+    )
+
+
+def test_an_empty_sender_is_unknown_and_an_empty_body_leaves_no_trailing_space() -> None:
+    assert render_line(Row(sender_name="", text="hi")) == "[2026-01-01 12:00] unknown: hi"
+    assert render_line(Row(text="")) == "[2026-01-01 12:00] Ann:"
+
+
+@pytest.mark.parametrize(
+    ("row", "body"),
+    [
+        (Row(media_kind="photo", text="our flat"), "[photo] our flat"),
+        (Row(media_kind="photo", media_text="BALCONY 12 m2"), "[photo] BALCONY 12 m2"),
+        (Row(media_kind="voice"), "[voice]"),
+        (Row(media_kind="video_note"), "[video message]"),
+        (Row(media_kind="animation"), "[GIF]"),
+        (Row(media_kind="document"), "[document]"),
+        (
+            Row(media_kind="document", file_name="inv.pdf", media_text="Total 40", text="pay"),
+            "[document: inv.pdf] Total 40 pay",
+        ),
+        (Row(media_kind="audio", file_name="song.mp3"), "[audio: song.mp3]"),
+        (Row(media_kind="dice"), "[dice]"),
+        (Row(media_kind="paid_media"), "[paid media]"),
+    ],
+)
+def test_media_shows_a_marker_then_its_read_out_text_then_the_caption(row: Row, body: str) -> None:
+    assert render_line(row) == f"[2026-01-01 12:00] Ann: {body}"
+
+
+def test_a_poll_contact_location_or_venue_shows_its_text_inside_the_marker() -> None:
+    poll = Row(media_kind="poll", media_text="Pizza\nor sushi?")
+    assert render_line(poll).endswith("Ann: [poll: Pizza or sushi?]")
+    assert render_line(Row(media_kind="venue", media_text="Cafe, Main St")).endswith(
+        "[venue: Cafe, Main St]"
+    )
+    assert render_line(Row(media_kind="poll")).endswith("Ann: [poll]")
+
+
+def test_media_text_is_clipped_with_an_ellipsis() -> None:
+    line = render_line(Row(media_kind="photo", media_text="x" * (MEDIA_TEXT_MAX_CHARS + 5)))
+    assert line.endswith("[photo] " + "x" * MEDIA_TEXT_MAX_CHARS + "…")
+
+
+def test_an_album_is_one_line_group_with_later_photos_indented() -> None:
+    album = [
+        Row(media_kind="photo", grouped_id=7, text="the flat"),
+        Row(media_kind="photo", grouped_id=7),
+        Row(media_kind="photo", grouped_id=7, media_text="BALCONY"),
+        Row(text="nice"),
+        Row(media_kind="photo", grouped_id=8),
+    ]
+    assert render_lines(album) == [
+        "[2026-01-01 12:00] Ann: [photo] the flat",
+        ALBUM_INDENT + "[photo]",
+        ALBUM_INDENT + "[photo] BALCONY",
+        "[2026-01-01 12:00] Ann: nice",
+        "[2026-01-01 12:00] Ann: [photo]",
+    ]
+    assert same_album(album[0], album[1])
+    assert not same_album(album[3], Row())
+
+
+def test_a_reply_or_a_forward_renders_as_the_message_it_is() -> None:
+    reply = Row(text="yes, still free", reply_to=41)
+    forward = Row(text="flat for rent", forwarded_from="Valencia Rentals")
+    assert render_line(reply) == "[2026-01-01 12:00] Ann: yes, still free"
+    assert render_line(forward) == "[2026-01-01 12:00] Ann: flat for rent"
