@@ -520,7 +520,7 @@ class DynamicState:
                     1.0 if cj == own_conv else 0.0,
                     log1p(size[cj]) / SIZE_SCALE,
                     1.0 if a_i in conv_authors[cj] else 0.0,
-                    log1p(sum(idf[s] for s in c_stems & conv_stems[cj])) / OVERLAP_SCALE,
+                    log1p(sum(map(idf.__getitem__, c_stems & conv_stems[cj]))) / OVERLAP_SCALE,
                     (log1p(max(date_i - date[tail[cj]], 0.0)) - pace) / GAP_SCALE,
                 )
                 by_conv[cj] = of_conv

@@ -20,10 +20,11 @@ import gc
 import json
 import logging
 import math
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -544,13 +545,11 @@ def _softmax(raw: Sequence[float]) -> list[float]:
 
 
 def _idf(contexts: Iterable[LinkContext]) -> dict[str, float]:
-    df: dict[str, int] = {}
+    df: Counter[str] = Counter()
     total = 0
     for ctx in contexts:
-        for inf in ctx.info:
-            total += 1
-            for s in inf.stems:
-                df[s] = df.get(s, 0) + 1
+        total += len(ctx.info)
+        df.update(chain.from_iterable(inf.stems for inf in ctx.info))
     return {s: math.log((total + 1) / (n + 1)) for s, n in df.items()}
 
 
