@@ -13,7 +13,9 @@ conversation" bias, each by dev link F1 + exact-conversation F1.
 Because dev picks the model, the dev score is optimistic: the honest figure is the
 "held-out train" row — the same recipe refit on the other train files and scored on every
 ``HOLDOUT_EVERY``-th train file, which neither fitting nor selection saw.
-Scores come from ``tools/disentangle_eval.py``, imported by path.
+Scores come from ``tools/disentangle_eval.py``, imported by path. Message meaning (the bundled
+embedder's cosines) was tried as a feature and not adopted: ``eval/link_meaning.py`` and
+``eval/results/20261201-link-meaning.md``.
 
     python -m eval.train_linker [--write] [--save PATH] [--grid 64:1e-4,128:1e-4]
 """
