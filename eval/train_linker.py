@@ -13,7 +13,9 @@ conversation" bias, each by dev link F1 + exact-conversation F1.
 Because dev picks the model, the dev score is optimistic: the honest figure is the
 "held-out train" row — the same recipe refit on the other train files and scored on every
 ``HOLDOUT_EVERY``-th train file, which neither fitting nor selection saw.
-Scores come from ``tools/disentangle_eval.py``, imported by path.
+Scores come from ``tools/disentangle_eval.py``, imported by path. Message meaning (the bundled
+embedder's cosines) was tried as a feature and not adopted: ``eval/link_meaning.py`` and
+``eval/results/20261201-link-meaning.md``.
 
     python -m eval.train_linker [--write] [--save PATH] [--grid 64:1e-4,128:1e-4]
 """
@@ -104,9 +106,13 @@ def _user_id(raw: object) -> int | None:
 
 def load_export(path: Path, *, replies: bool = True) -> list[Msg]:
     """The messages of one Telegram export ``result.json`` (plain text; replies optional)."""
-    doc = json.loads(path.read_text("utf-8"))
+    return export_messages(json.loads(path.read_text("utf-8"))["messages"], replies=replies)
+
+
+def export_messages(raw: Sequence[dict[str, Any]], *, replies: bool = True) -> list[Msg]:
+    """One exported chat's ``messages`` list as ``Msg``s (plain text; replies optional)."""
     msgs = []
-    for m in doc["messages"]:
+    for m in raw:
         service = m.get("type") == "service"
         msgs.append(
             Msg(
@@ -161,6 +167,18 @@ def option_rows(inputs: TopicInputs, i: int) -> tuple[np.ndarray, np.ndarray]:
     return x, mask
 
 
+def gold_options(ctx: LinkContext, i: int, parents: Sequence[int], mask: np.ndarray) -> np.ndarray:
+    """Which of message ``i``'s existing options (``mask``; row 0: new) are gold parents."""
+    gold_ids = set(parents)
+    gold = np.zeros(1 + WINDOW, dtype=bool)
+    gold[0] = ctx.msgs[i].msg_id in gold_ids
+    for c in range(WINDOW):
+        j = i - WINDOW + c
+        gold[1 + c] = j >= 0 and ctx.msgs[j].msg_id in gold_ids
+    out: np.ndarray = gold & mask
+    return out
+
+
 @dataclass
 class _Recorder:
     """A scorer that records the options of annotated messages and decides by a policy."""
@@ -185,14 +203,8 @@ class _Recorder:
         self.inputs.sync(ctx.parent, i)
         msg_id = ctx.msgs[i].msg_id
         if msg_id >= FIRST_ANNOTATED_ID and msg_id in self.gold:
-            parents = set(self.gold[msg_id])
             x, mask = option_rows(self.inputs, i)
-            gold = np.zeros(1 + WINDOW, dtype=bool)
-            gold[0] = msg_id in parents
-            for c in range(WINDOW):
-                j = i - WINDOW + c
-                gold[1 + c] = j >= 0 and ctx.msgs[j].msg_id in parents
-            gold &= mask
+            gold = gold_options(ctx, i, self.gold[msg_id], mask)
             if gold.any():
                 self.rows.append((x, mask, gold))
         if self.model is None:
@@ -208,6 +220,11 @@ def collect(files: Sequence[IrcFile], doc: dict[str, Any] | None) -> Samples:
         scorer: LinkScorer = rec
         build_links(f.msgs, agent_answers={}, scorer=scorer)
         rows.extend(rec.rows)
+    return stack_rows(rows)
+
+
+def stack_rows(rows: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> Samples:
+    """``Samples`` of recorded ``(options, mask, gold)`` rows."""
     return Samples(
         x=np.stack([r[0] for r in rows]),
         mask=np.stack([r[1] for r in rows]),

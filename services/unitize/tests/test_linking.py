@@ -412,3 +412,98 @@ def test_the_shipped_weights_recover_hidden_russian_reply_links() -> None:
     check = russian_replies()
     assert (check["links"], check["recoverable"]) == (84, 64)
     assert check["recovered"] >= MIN_RU_RECOVERED
+
+
+# --- the shipped weights on the repo's own data; what speeds a build up ---
+
+DEMO_EXPORT = Path(__file__).resolve().parents[3] / "demo" / "export" / "result.json"
+DEMO_LINKS = Path(__file__).resolve().parent / "data" / "demo_links.json"
+
+
+def test_the_shipped_weights_give_the_pinned_links_on_the_demo_export() -> None:
+    """``data/demo_links.json`` holds the links the shipped weights gave every demo chat, with
+    replies kept and hidden, when they were trained; a faster build must give the same ones
+    (regenerate it only with new weights)."""
+    from eval.train_linker import export_messages
+
+    chats = json.loads(DEMO_EXPORT.read_text("utf-8"))["chats"]["list"]
+    pinned = json.loads(DEMO_LINKS.read_text("utf-8"))
+    got = {}
+    for chat in chats:
+        for replies in (True, False):
+            links = build_links(
+                export_messages(chat["messages"], replies=replies), agent_answers={}
+            )
+            key = f"{chat['id']} replies={'kept' if replies else 'hidden'}"
+            got[key] = [[x.msg_id, x.parent_id, x.reason, x.confidence] for x in links]
+    assert got == pinned
+    assert sum(row[2] == "scored" for rows in got.values() for row in rows) > 200
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Ann: where to rent a flat?! (near the station) — e.g. old_town, 2fa",
+        "Кирилл, «квартиры» возле вокзала... дорогие?? снять/купить",
+        "@bob_99 see https://example.com/a-b?c=d&e_f #tag 3.14 **bold** “quoted”",
+        "",
+    ],
+)
+def test_stems_are_those_of_every_word_of_the_text(text: str) -> None:
+    from chatseek_core.text import normalise, normalised_words, stem
+
+    (info,) = LinkContext([msg(1, 1, text)], {}).info
+    assert info.stems == frozenset(map(stem, normalised_words(normalise(text))))
+
+
+# --- the meaning experiment (eval/link_meaning.py): not shipped, kept reproducible ---
+
+
+def _fake_vectors(batch: list[str]) -> np.ndarray:
+    out = np.zeros((len(batch), 384), dtype=np.float32)
+    for k, text in enumerate(batch):
+        for word in text.split():
+            out[k, sum(map(ord, word)) % 384] += 1.0
+    unit: np.ndarray = out / np.linalg.norm(out, axis=1, keepdims=True)
+    return unit
+
+
+def test_message_vectors_are_cached_by_text_and_embedded_once(tmp_path: Path) -> None:
+    from eval.link_meaning import VectorCache
+
+    calls: list[list[str]] = []
+
+    def embed(batch: list[str]) -> np.ndarray:
+        calls.append(batch)
+        return _fake_vectors(batch)
+
+    msgs = [msg(1, 1, "flat rent"), msg(2, 2, "flat rent"), msg(3, 3, ""), msg(4, 1, "bikes")]
+    VectorCache(tmp_path).ensure([m.text for m in msgs], embed)
+    again = VectorCache(tmp_path)
+    again.ensure([m.text for m in msgs], embed)
+    assert calls == [["bikes", "flat rent"]]
+    vecs = again.matrix(msgs)
+    np.testing.assert_array_equal(vecs[0], vecs[1])
+    assert not vecs[2].any()
+
+
+def test_meaning_columns_are_cosines_to_the_candidate_its_parent_and_its_conversation() -> None:
+    from eval.link_meaning import MEANING_FEATURES, MeaningState
+
+    texts = ["flat rent", "bikes cheap", "rent flat old town", "flat rent near town"]
+    vecs = _fake_vectors(texts)
+    state = MeaningState(vecs)
+    state.sync([None, None, 0], 3)
+    mask = np.zeros(1 + WINDOW, dtype=bool)
+    mask[0] = True
+    mask[1 + WINDOW - 3 :] = True  # candidates 0, 1, 2 of message 3
+    cols = state.columns(3, mask)
+    col = {name: k for k, name in enumerate(MEANING_FEATURES)}
+    rows = 1 + WINDOW - 3 + np.arange(3)
+    cos = vecs[:3] @ vecs[3]
+    np.testing.assert_allclose(cols[rows, col["meaning"]], cos, rtol=1e-6)
+    assert cols[rows, col["meaning_is_best"]].tolist() == (cos == cos.max()).tolist()
+    assert cols[rows[2], col["meaning_p_parent"]] == pytest.approx(float(vecs[0] @ vecs[3]))
+    conv = (vecs[0] + vecs[2]) / np.linalg.norm(vecs[0] + vecs[2])
+    assert cols[rows[0], col["meaning_p_conversation"]] == pytest.approx(float(conv @ vecs[3]))
+    assert cols[0].tolist() == [0.0] * (len(MEANING_FEATURES) - 1) + [pytest.approx(cos.max())]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
@@ -196,11 +197,15 @@ def _overlaps_of(
     lens = np.fromiter(map(len, stem_sets), dtype=np.int64, count=n)
     count = int(lens.sum())
     msg = np.repeat(np.arange(n, dtype=np.int64), lens)
-    stem = np.fromiter((ids[s] for hits in stem_sets for s in hits), dtype=np.int64, count=count)
+    stem = np.fromiter(
+        map(ids.__getitem__, chain.from_iterable(stem_sets)), dtype=np.int64, count=count
+    )
     weights = np.fromiter((kept[s] for s in by_name), dtype=np.float64, count=len(by_name))
     w = weights[stem]
-    # Occurrences come in message order, so a stable sort by stem orders by (stem, message).
-    order = np.argsort(stem, kind="stable")
+    # Occurrences come in message order, so ordering by (stem, position) orders by (stem,
+    # message): one unique integer key each, which the default (vectorised) sort takes
+    # five times faster than a stable sort by stem.
+    order = np.argsort(stem * count + np.arange(count, dtype=np.int64))
     msg, stem, w = msg[order], stem[order], w[order]
     total = np.zeros(size)
     rarest = np.zeros(size)
@@ -515,7 +520,7 @@ class DynamicState:
                     1.0 if cj == own_conv else 0.0,
                     log1p(size[cj]) / SIZE_SCALE,
                     1.0 if a_i in conv_authors[cj] else 0.0,
-                    log1p(sum(idf[s] for s in c_stems & conv_stems[cj])) / OVERLAP_SCALE,
+                    log1p(sum(map(idf.__getitem__, c_stems & conv_stems[cj]))) / OVERLAP_SCALE,
                     (log1p(max(date_i - date[tail[cj]], 0.0)) - pace) / GAP_SCALE,
                 )
                 by_conv[cj] = of_conv
