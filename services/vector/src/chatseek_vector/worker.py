@@ -1,14 +1,17 @@
 """The embedding loop: follow the unitize feed, then embed pending units through ``embed``.
 
 One pass at a time (an ``asyncio.Lock``): the background loop and ``chatseek embed`` never
-embed the same unit twice. The embedder's identity is read before every pass; a pass never
-writes into a space of another model. Texts leave the machine only through a local embedder,
-unless the user confirmed a hosted one.
+embed the same unit twice. A pass sweeps the queue in ``unit_id`` order: while one batch is
+written to vector.db the next is taken and embedded, with at most ``EMBED_AHEAD`` batches held.
+The embedder's identity is read before every pass; a pass never writes into a space of another
+model. Texts leave the machine only through a local embedder, unless the user confirmed a
+hosted one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -27,13 +30,20 @@ __all__ = ["EMBED_BATCH", "EmbedPass", "Worker"]
 
 log = logging.getLogger(__name__)
 
-EMBED_BATCH = 32
+EMBED_BATCH = 256
+# Text in one embed request at most (characters): long units make smaller batches.
+EMBED_BATCH_CHARS = 512 * 1024
 EMBED_TIMEOUT_S = 300.0
 MODELS_TIMEOUT_S = 10.0
 ERROR_BACKOFF_S = 5.0
 # Asking before a hosted embedder sees more than this many units.
 CONFIRM_ABOVE_UNITS = 200
-MAX_STALLED_BATCHES = 3
+# Sweeps over the queue after one in which every written batch was skipped (units re-cut
+# while they were embedded): the feed re-queues them, the next sweep embeds the new text.
+MAX_STALLED_SWEEPS = 3
+# Batches embedded ahead of the one being written: the embed service works while vector.db
+# is written, and at most this many batches wait in memory.
+EMBED_AHEAD = 1
 
 
 @dataclass
@@ -52,6 +62,40 @@ class EmbedPass:
             "skipped": self.skipped,
             "remaining": self.remaining,
         }
+
+
+@dataclass(frozen=True)
+class _Embedded:
+    """A batch ready to write: each unit with its vector, and how many were embedded now."""
+
+    items: list[tuple[index.PendingUnit, np.ndarray]]
+    fresh: int
+
+
+class _Progress:
+    """Units handled so far in a pass, reported to the caller after each written batch."""
+
+    def __init__(self, total: int, report: Callable[[int, int], Awaitable[None]] | None) -> None:
+        self.total = total
+        self.done = 0
+        self.swept = 0
+        self._report = report
+
+    async def advance(self, count: int) -> None:
+        self.done += count
+        if self._report is not None:
+            await self._report(self.done, self.total)
+
+
+def _take(
+    conn_of: Callable[[], db.Connection],
+    space: spaces.Space,
+    chat_ids: list[int] | None,
+    after: int,
+) -> list[index.PendingUnit]:
+    return index.take_pending(
+        conn_of(), space, EMBED_BATCH, chat_ids, after=after, max_chars=EMBED_BATCH_CHARS
+    )
 
 
 def _store(
@@ -128,7 +172,7 @@ class Worker:
         background: bool = False,
         on_progress: Callable[[int, int], Awaitable[None]] | None = None,
     ) -> EmbedPass:
-        """Embed pending units (of ``chat_ids``), one batch per transaction.
+        """Embed pending units (of ``chat_ids``), one batch per transaction, in sweeps.
 
         Raises:
             EmbeddingSpaceMismatch: the stored vectors come from another model (and not reembed).
@@ -165,42 +209,79 @@ class Worker:
             if remote and background:
                 return EmbedPass(remaining=total)
             result = EmbedPass()
-            done = 0
-            stalled = 0
-            while stalled < MAX_STALLED_BATCHES:
-                batch = await to_thread(
-                    lambda: index.take_pending(conn_of(), space, EMBED_BATCH, chat_ids)
-                )
-                if not batch:
+            progress = _Progress(total, on_progress)
+            for _ in range(MAX_STALLED_SWEEPS):
+                written = await self._sweep(space, chat_ids, result, progress)
+                if written == progress.swept:
                     break
-                fresh = [u for u in batch if u.cached is None]
-                vectors: dict[int, np.ndarray] = {
-                    u.unit_id: np.frombuffer(u.cached, dtype="<f4")
-                    for u in batch
-                    if u.cached is not None
-                }
-                if fresh:
-                    matrix = await self.embed_texts(
-                        [u.text for u in fresh], embed_service_pb2.ROLE_PASSAGE
-                    )
-                    for unit, row in zip(fresh, matrix, strict=True):
-                        vectors[unit.unit_id] = row
-                items = [(u, vectors[u.unit_id]) for u in batch]
-                written = await to_thread(_store, conn_of, space, items)
-                result.embedded += len(fresh)
-                result.cached += len(batch) - len(fresh)
-                result.skipped += len(batch) - written
-                done += len(batch)
-                if written == 0:
-                    # Every unit of the batch changed under us; the feed re-queues them.
-                    stalled += 1
-                    await self.follow_feed()
-                else:
-                    stalled = 0
-                if on_progress is not None:
-                    await on_progress(done, total)
+                # Some units changed under us; the feed re-queues them with their new text.
+                await self.follow_feed()
             result.remaining = await to_thread(lambda: index.pending_count(conn_of(), chat_ids))
             return result
+
+    async def _sweep(
+        self,
+        space: spaces.Space,
+        chat_ids: list[int] | None,
+        result: EmbedPass,
+        progress: _Progress,
+    ) -> int:
+        """Embed and write every unit pending at the start, once; returns how many were written.
+
+        A producer takes and embeds batches while this coroutine writes them; a failure on either
+        side stops both and is raised here.
+        """
+        conn_of = self._pool.get
+        ready: asyncio.Queue[_Embedded | Exception | None] = asyncio.Queue(EMBED_AHEAD)
+        progress.swept = 0
+
+        async def produce() -> None:
+            after = 0
+            try:
+                while True:
+                    batch = await to_thread(_take, conn_of, space, chat_ids, after)
+                    if not batch:
+                        break
+                    after = batch[-1].unit_id
+                    await ready.put(await self._vectors(batch))
+                await ready.put(None)
+            except Exception as exc:  # handed to the writer, which raises it
+                await ready.put(exc)
+
+        producer = asyncio.create_task(produce())
+        written_total = 0
+        try:
+            while True:
+                item = await ready.get()
+                if item is None:
+                    break
+                if isinstance(item, Exception):
+                    raise item
+                written = await to_thread(_store, conn_of, space, item.items)
+                written_total += written
+                result.embedded += item.fresh
+                result.cached += len(item.items) - item.fresh
+                result.skipped += len(item.items) - written
+                progress.swept += len(item.items)
+                await progress.advance(len(item.items))
+        finally:
+            if not producer.done():
+                producer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await producer
+        return written_total
+
+    async def _vectors(self, batch: list[index.PendingUnit]) -> _Embedded:
+        """The batch with a vector for each unit: cached ones as stored, the rest embedded."""
+        fresh = [u for u in batch if u.cached is None]
+        vectors: dict[int, np.ndarray] = {
+            u.unit_id: np.frombuffer(u.cached, dtype="<f4") for u in batch if u.cached is not None
+        }
+        if fresh:
+            matrix = await self.embed_texts([u.text for u in fresh], embed_service_pb2.ROLE_PASSAGE)
+            for unit, row in zip(fresh, matrix, strict=True):
+                vectors[unit.unit_id] = row
+        return _Embedded([(u, vectors[u.unit_id]) for u in batch], len(fresh))
 
     async def run(self) -> None:
         """The background loop: follow the feed and embed, until cancelled."""
