@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +28,7 @@ from chatseek_core.client import call
 from chatseek_core.errors import ChatseekError, ConfirmationRequired
 from chatseek_vector import index, spaces
 
-__all__ = ["EMBED_BATCH", "EmbedPass", "Worker"]
+__all__ = ["EMBED_BATCH", "EmbedPass", "Rate", "Worker"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,8 @@ MAX_STALLED_SWEEPS = 3
 # Batches embedded ahead of the one being written: the embed service works while vector.db
 # is written, and at most this many batches wait in memory.
 EMBED_AHEAD = 1
+# The embedding rate (and the ETA of `chatseek embed status`) covers this many written batches.
+RATE_BATCHES = 32
 
 
 @dataclass
@@ -61,6 +65,49 @@ class EmbedPass:
             "cached": self.cached,
             "skipped": self.skipped,
             "remaining": self.remaining,
+        }
+
+
+class Rate:
+    """Units written per second over the most recent batches, for the ETA.
+
+    Each written batch counts the seconds since the previous write of the same sweep (or since
+    the sweep began), so the time between passes is never counted as slowness.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._batches: deque[tuple[float, int]] = deque(maxlen=RATE_BATCHES)
+        self._since = clock()
+        self._last_write: float | None = None
+
+    def begin(self) -> None:
+        """A sweep starts: the next batch's time runs from now."""
+        self._since = self._clock()
+
+    def wrote(self, units: int) -> None:
+        """A batch of ``units`` was written."""
+        now = self._clock()
+        self._batches.append((now - self._since, units))
+        self._since = now
+        self._last_write = now
+
+    def units_per_s(self) -> float | None:
+        """The recent rate, or None before anything was written."""
+        seconds = sum(s for s, _ in self._batches)
+        units = sum(u for _, u in self._batches)
+        return units / seconds if units and seconds > 0 else None
+
+    def estimate(self, remaining: int) -> dict[str, float | None]:
+        """``units_per_s``, ``eta_s`` (0 when nothing remains, None without a rate) and
+        ``last_write_s_ago`` (None before the first write)."""
+        rate = self.units_per_s()
+        eta = 0.0 if remaining <= 0 else (None if rate is None else remaining / rate)
+        ago = None if self._last_write is None else self._clock() - self._last_write
+        return {
+            "units_per_s": None if rate is None else round(rate, 1),
+            "eta_s": None if eta is None else round(eta, 1),
+            "last_write_s_ago": None if ago is None else round(ago, 1),
         }
 
 
@@ -116,6 +163,7 @@ class Worker:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self.last_error: str = ""
+        self.rate = Rate()
 
     def nudge(self) -> None:
         """Wake the background loop."""
@@ -248,6 +296,7 @@ class Worker:
             except Exception as exc:  # handed to the writer, which raises it
                 await ready.put(exc)
 
+        self.rate.begin()
         producer = asyncio.create_task(produce())
         written_total = 0
         try:
@@ -259,6 +308,7 @@ class Worker:
                     raise item
                 written = await to_thread(_store, conn_of, space, item.items)
                 written_total += written
+                self.rate.wrote(written)
                 result.embedded += item.fresh
                 result.cached += len(item.items) - item.fresh
                 result.skipped += len(item.items) - written
