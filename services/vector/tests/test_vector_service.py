@@ -124,6 +124,8 @@ async def test_identical_text_is_embedded_once(stack: tuple[Any, Path]) -> None:
     _write_units(home / "data" / "unitize.db", {5: TEXTS[1]}, chat_id=-100999)
     report = await _index(stub)
     assert report == {"embedded": 0, "cached": 1, "skipped": 0, "remaining": 0}
+    status = from_document((await call(stub.EmbedStatus, pb.EmbedStatusRequest())).result)
+    assert status["since_start"] == {"embedded": len(TEXTS), "cached": 1, "skipped": 0}
 
 
 async def test_a_different_model_refuses_dense_search_until_reembed(

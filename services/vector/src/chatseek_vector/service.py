@@ -121,7 +121,7 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
         def read() -> dict[str, Any]:
             conn = self._deps.pool.get()
             doc = index.status(conn, spaces.current_space(conn))
-            doc.update(self._deps.worker.rate.estimate(int(str(doc["total_pending"]))))
+            doc.update(self._deps.worker.report(int(str(doc["total_pending"]))))
             return doc
 
         return pb.EmbedStatusResponse(result=document(await to_thread(read)))

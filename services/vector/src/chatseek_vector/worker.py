@@ -164,6 +164,7 @@ class Worker:
         self._wake = asyncio.Event()
         self.last_error: str = ""
         self.rate = Rate()
+        self.totals = EmbedPass()
 
     def nudge(self) -> None:
         """Wake the background loop."""
@@ -309,9 +310,10 @@ class Worker:
                 written = await to_thread(_store, conn_of, space, item.items)
                 written_total += written
                 self.rate.wrote(written)
-                result.embedded += item.fresh
-                result.cached += len(item.items) - item.fresh
-                result.skipped += len(item.items) - written
+                for tally in (result, self.totals):
+                    tally.embedded += item.fresh
+                    tally.cached += len(item.items) - item.fresh
+                    tally.skipped += len(item.items) - written
                 progress.swept += len(item.items)
                 await progress.advance(len(item.items))
         finally:
@@ -332,6 +334,16 @@ class Worker:
             for unit, row in zip(fresh, matrix, strict=True):
                 vectors[unit.unit_id] = row
         return _Embedded([(u, vectors[u.unit_id]) for u in batch], len(fresh))
+
+    def report(self, pending: int) -> dict[str, object]:
+        """The rate and ETA (``Rate.estimate``) and what this process embedded or found cached.
+
+        ``since_start`` counts units written since the service started: ``embedded`` went to the
+        embedder, ``cached`` reused the vector of an identical text (the content-hash cache).
+        """
+        since = self.totals.to_dict()
+        del since["remaining"]
+        return {**self.rate.estimate(pending), "since_start": since}
 
     async def run(self) -> None:
         """The background loop: follow the feed and embed, until cancelled."""
