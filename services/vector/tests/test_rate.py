@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from chatseek_vector.worker import RATE_BATCHES, Rate
+from chatseek_vector.worker import (
+    EMBED_BATCH,
+    EMBED_BATCH_MIN,
+    RATE_BATCHES,
+    REQUEST_TARGET_S,
+    Rate,
+    batch_size,
+)
 
 
 class _Clock:
@@ -49,3 +56,10 @@ def test_only_the_most_recent_batches_count() -> None:
         clock.now += 1.0
         rate.wrote(20)
     assert rate.units_per_s() == 20.0
+
+
+def test_a_batch_holds_a_few_seconds_of_work_at_the_recent_rate() -> None:
+    assert batch_size(None) == EMBED_BATCH_MIN
+    assert batch_size(2.0) == EMBED_BATCH_MIN
+    assert batch_size(20.0) == int(20.0 * REQUEST_TARGET_S)
+    assert batch_size(5000.0) == EMBED_BATCH

@@ -28,11 +28,16 @@ from chatseek_core.client import call
 from chatseek_core.errors import ChatseekError, ConfirmationRequired
 from chatseek_vector import index, spaces
 
-__all__ = ["EMBED_BATCH", "EmbedPass", "Rate", "Worker"]
+__all__ = ["EMBED_BATCH", "EmbedPass", "Rate", "Worker", "batch_size"]
 
 log = logging.getLogger(__name__)
 
 EMBED_BATCH = 256
+# A batch holds about REQUEST_TARGET_S of work at the recent rate, between EMBED_BATCH_MIN and
+# EMBED_BATCH units: a fast embedder gets few large requests, a slow one (a real model on a
+# small CPU) stays far from EMBED_TIMEOUT_S and reports progress often.
+EMBED_BATCH_MIN = 32
+REQUEST_TARGET_S = 5.0
 # Text in one embed request at most (characters): long units make smaller batches.
 EMBED_BATCH_CHARS = 512 * 1024
 EMBED_TIMEOUT_S = 300.0
@@ -139,10 +144,18 @@ def _take(
     space: spaces.Space,
     chat_ids: list[int] | None,
     after: int,
+    limit: int,
 ) -> list[index.PendingUnit]:
     return index.take_pending(
-        conn_of(), space, EMBED_BATCH, chat_ids, after=after, max_chars=EMBED_BATCH_CHARS
+        conn_of(), space, limit, chat_ids, after=after, max_chars=EMBED_BATCH_CHARS
     )
+
+
+def batch_size(units_per_s: float | None) -> int:
+    """Units in the next batch: ``REQUEST_TARGET_S`` of work at the recent rate, clamped."""
+    if units_per_s is None:
+        return EMBED_BATCH_MIN
+    return max(EMBED_BATCH_MIN, min(EMBED_BATCH, int(units_per_s * REQUEST_TARGET_S)))
 
 
 def _store(
@@ -288,7 +301,8 @@ class Worker:
             after = 0
             try:
                 while True:
-                    batch = await to_thread(_take, conn_of, space, chat_ids, after)
+                    limit = batch_size(self.rate.units_per_s())
+                    batch = await to_thread(_take, conn_of, space, chat_ids, after, limit)
                     if not batch:
                         break
                     after = batch[-1].unit_id
