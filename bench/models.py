@@ -10,7 +10,10 @@
 * Memory: the embed service's peak RSS (``VmHWM``) after all of that.
 * Whole data sets: with ``../shared/eval`` present, a private stack on the default model
   imports the LoCoMo and Russian dev sets; the time until every unit is embedded, beside the
-  time until the word indexes are complete (the same run).
+  time until the word indexes are complete (the same run), and the vector service's own rate
+  (``embed status``). Then what a second import costs: the same exports again, and a copy with
+  every ``EDIT_EVERY``-th message edited (its units re-cut); each reports the units re-queued,
+  how many went to the embedder and the content-hash cache hit rate.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ QUERIES = 40
 LINES_PER_UNIT = 6
 START_TIMEOUT_S = 300.0
 CYRILLIC = range(0x0400, 0x0500)
+EDIT_EVERY = 20
 
 
 def _flat(value: object) -> str:
@@ -208,6 +212,56 @@ def _throughput(progress: Callable[[str], None], home: Path) -> dict[str, Any]:
     return out
 
 
+def _edited_copy(folder: Path, dest: Path) -> Path:
+    """``folder`` with every ``EDIT_EVERY``-th message's text changed (a re-import of edits)."""
+    import shutil
+
+    shutil.copytree(folder, dest)
+    export = json.loads((dest / "result.json").read_text(encoding="utf-8"))
+    chats = export["chats"]["list"] if "chats" in export else [export]
+    seen = 0
+    for chat in chats:
+        for message in chat.get("messages", []):
+            if message.get("type") != "message" or not isinstance(message.get("text"), str):
+                continue
+            seen += 1
+            if seen % EDIT_EVERY == 0 and message["text"]:
+                message["text"] += " (edited)"
+                message["text_entities"] = [{"type": "plain", "text": message["text"]}]
+    (dest / "result.json").write_text(json.dumps(export, ensure_ascii=False), encoding="utf-8")
+    return dest
+
+
+def _settled(stack: Any) -> None:
+    from bench.pipeline import stage_done  # noqa: PLC2701
+
+    for stage in ("unitize", "vector"):
+        while not stage_done(stack.settings, stage):
+            time.sleep(0.5)
+
+
+def _reimport_cost(
+    stack: Any, folders: list[tuple[str, Path]], before: dict[str, int]
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """Import ``folders`` again; units re-queued, embedded and served from the cache."""
+    from eval.run import _import_all  # noqa: PLC2701
+
+    started = time.perf_counter()
+    _import_all(stack, folders)
+    _settled(stack)
+    took = time.perf_counter() - started
+    after = stack.cli("embed", "status", "--json")["since_start"]
+    embedded = int(after["embedded"]) - before["embedded"]
+    cached = int(after["cached"]) - before["cached"]
+    requeued = embedded + cached
+    return {
+        "seconds": round(took, 1),
+        "units_requeued": requeued,
+        "units_embedded": embedded,
+        "cache_hit_rate": round(cached / requeued, 3) if requeued else None,
+    }, {k: int(v) for k, v in after.items()}
+
+
 def _corpus(dataset: str, progress: Callable[[str], None]) -> dict[str, Any]:
     from bench.pipeline import _count, stage_done  # noqa: PLC2701
     from eval.run import Stack, _import_all  # noqa: PLC2701 - the eval's own stack
@@ -228,13 +282,28 @@ def _corpus(dataset: str, progress: Callable[[str], None]) -> dict[str, Any]:
             units = _count(
                 stack.settings.data_dir / "vector.db", "SELECT COUNT(*) FROM embedded_units"
             )
+            status = stack.cli("embed", "status", "--json")
+            counts = {k: int(v) for k, v in status["since_start"].items()}
+            same, counts = _reimport_cost(stack, folders, counts)
+            edited_folders = [
+                (name, _edited_copy(folder, Path(home) / "edited" / name))
+                for name, folder in folders
+            ]
+            edited, counts = _reimport_cost(stack, edited_folders, counts)
     out = {
         "import_s": round(imported, 1),
         "words_ready_s": round(words if words is not None else embedded, 1),
         "all_embedded_s": round(embedded, 1),
         "units": units,
+        "units_per_s_to_searchable": round(units / embedded, 1),
+        "vector_units_per_s": status.get("units_per_s"),
+        "reimport_same": same,
+        "reimport_edited": edited,
     }
-    progress(f"models: {dataset} embedded in {out['all_embedded_s']}s ({units} units)")
+    progress(
+        f"models: {dataset} embedded in {out['all_embedded_s']}s ({units} units);"
+        f" re-import {same}; edited re-import {edited}"
+    )
     return out
 
 

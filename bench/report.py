@@ -779,12 +779,49 @@ def _models_md(m: dict[str, Any]) -> list[str]:
     datasets = m.get("datasets") or {}
     if datasets:
         md += _table(
-            ["data set", "units", "import s", "word indexes ready s", "every unit embedded s"],
             [
-                [n, d["units"], d["import_s"], d["words_ready_s"], d["all_embedded_s"]]
+                "data set",
+                "units",
+                "import s",
+                "word indexes ready s",
+                "every unit embedded s",
+                "units/s to searchable",
+                "vector units/s",
+            ],
+            [
+                [
+                    n,
+                    d["units"],
+                    d["import_s"],
+                    d["words_ready_s"],
+                    d["all_embedded_s"],
+                    d.get("units_per_s_to_searchable"),
+                    d.get("vector_units_per_s"),
+                ]
                 for n, d in datasets.items()
             ],
         )
+        rows = [
+            [n, label, r["units_requeued"], r["units_embedded"], r["cache_hit_rate"], r["seconds"]]
+            for n, d in datasets.items()
+            for label, r in (
+                ("the same exports again", d.get("reimport_same")),
+                ("every 20th message edited", d.get("reimport_edited")),
+            )
+            if r
+        ]
+        if rows:
+            md += _table(
+                [
+                    "data set",
+                    "re-import",
+                    "units re-queued",
+                    "sent to the embedder",
+                    "content-hash cache hit rate",
+                    "until every unit embedded s",
+                ],
+                rows,
+            )
     elif m.get("datasets_skipped"):
         md += [f"Data-set times skipped: {m['datasets_skipped']}.", ""]
     return md

@@ -198,3 +198,54 @@ def test_search_degrades_to_words_when_embed_dies(stack: dict[str, Any]) -> None
     assert doc["hits"]
     assert any(w["code"] == "DENSE_UNAVAILABLE" for w in doc["warnings"])
     cli(env, "stack", "up")
+
+
+def _one_chat_export(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    messages = [
+        {
+            "id": i,
+            "type": "message",
+            "date": f"2024-10-01T10:{i:02d}:00",
+            "date_unixtime": str(1727776800 + 60 * i),
+            "from": "Zoe Park",
+            "from_id": "user990001",
+            "text": f"ferry timetable question number {i} for the island trip",
+            "text_entities": [],
+        }
+        for i in range(1, 41)
+    ]
+    chat = {"name": "Island trips", "type": "private_group", "id": 7700001, "messages": messages}
+    (folder / "result.json").write_text(
+        json.dumps({"about": "", "chats": {"list": [chat]}}), encoding="utf-8"
+    )
+    return folder
+
+
+def test_embed_status_shows_an_eta_from_the_recent_rate(
+    stack: dict[str, Any], tmp_path: Path
+) -> None:
+    env = stack["env"]
+    cli(env, "stack", "up")
+    done = cli_json(env, "embed", "status", "--json")
+    assert done["total_pending"] == 0 and done["eta_s"] == 0
+    assert done["units_per_s"] > 0
+    assert "ETA 0s" in cli(env, "embed", "status").stdout
+    pid = int((Path(env["CHATSEEK_HOME"]) / "run" / "embed.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    cli(env, "import", str(_one_chat_export(tmp_path / "island")), "--json")
+    deadline = time.monotonic() + 60
+    waiting = cli_json(env, "embed", "status", "--json")
+    while not waiting["total_pending"] and time.monotonic() < deadline:
+        time.sleep(0.3)
+        waiting = cli_json(env, "embed", "status", "--json")
+    assert waiting["total_pending"] > 0
+    expected = waiting["total_pending"] / waiting["units_per_s"]
+    assert abs(waiting["eta_s"] - expected) <= 0.1 + 0.01 * expected
+    assert "ETA " in cli(env, "embed", "status").stdout
+    cli(env, "stack", "up")
+    settle(env)
+    assert cli_json(env, "embed", "status", "--json")["eta_s"] == 0

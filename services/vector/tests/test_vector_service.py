@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import numpy as np
 import pytest
 
 from chatseek.vector.v1 import vector_service_pb2 as pb
@@ -20,7 +21,8 @@ from chatseek_core.testing import serving, temp_settings
 from chatseek_embed import server as embed_server
 from chatseek_unitize.schema import MIGRATIONS as UNITIZE_MIGRATIONS
 from chatseek_vector import server as vector_server
-from chatseek_vector.index import remove_unit
+from chatseek_vector.index import apply_unit_feed, remove_unit, store_vectors, take_pending
+from chatseek_vector.spaces import current_space
 
 TEXTS = {
     1: "[2024-05-01 10:00] Ann: how do I open a bank account without a residence permit",
@@ -122,6 +124,8 @@ async def test_identical_text_is_embedded_once(stack: tuple[Any, Path]) -> None:
     _write_units(home / "data" / "unitize.db", {5: TEXTS[1]}, chat_id=-100999)
     report = await _index(stub)
     assert report == {"embedded": 0, "cached": 1, "skipped": 0, "remaining": 0}
+    status = from_document((await call(stub.EmbedStatus, pb.EmbedStatusRequest())).result)
+    assert status["since_start"] == {"embedded": len(TEXTS), "cached": 1, "skipped": 0}
 
 
 async def test_a_different_model_refuses_dense_search_until_reembed(
@@ -157,3 +161,62 @@ async def test_a_deleted_unit_loses_its_vector_and_unshared_cache_entry(
     conn.close()
     reply = await call(stub.Knn, pb.KnnRequest(query="hike waterfall bridge", k=4))
     assert 2 not in {n.unit_id for n in reply.neighbours}
+
+
+async def test_a_pass_over_many_batches_embeds_every_unit_once_with_progress(
+    stack: tuple[Any, Path],
+) -> None:
+    stub, home = stack
+    await _index(stub)
+    many = {
+        100 + i: f"[2024-06-01 10:00] Eve: note number {i} about topic {i % 37}" for i in range(700)
+    }
+    _write_units(home / "data" / "unitize.db", many, chat_id=-100777)
+    done: list[int] = []
+    result: dict[str, Any] = {}
+    async for response in stub.IndexUnits(pb.IndexUnitsRequest(), timeout=60):
+        if response.event.WhichOneof("event") == "result":
+            result = from_document(response.event.result)
+        else:
+            done.append(response.event.progress.done)
+    assert result == {
+        "embedded": len(many),
+        "cached": 0,
+        "skipped": 0,
+        "remaining": 0,
+    }
+    assert len(done) > 2 and done == sorted(done) and done[-1] == len(many)
+    conn = db.connect(home / "data" / "vector.db", vec=True)
+    counts = conn.execute(
+        "SELECT (SELECT COUNT(*) FROM embedded_units), (SELECT COUNT(*) FROM vec_1),"
+        " (SELECT COUNT(*) FROM vbit_1), (SELECT COUNT(*) FROM vector_cache)"
+    ).fetchone()
+    conn.close()
+    assert tuple(counts) == (len(TEXTS) + len(many),) * 4
+    reply = await call(stub.Knn, pb.KnnRequest(query="note number 523 about topic 5", k=1))
+    assert reply.neighbours[0].unit_id == 623
+
+
+async def test_a_unit_re_cut_while_it_was_embedded_gets_its_new_text_in_the_same_pass(
+    stack: tuple[Any, Path],
+) -> None:
+    stub, home = stack
+    await _index(stub)
+    _write_units(home / "data" / "unitize.db", {2: "first text about a ferry timetable"})
+    conn = db.connect(home / "data" / "vector.db", vec=True)
+    db.attach_readonly(conn, home / "data" / "unitize.db", "unitize")
+    while apply_unit_feed(conn):
+        pass
+    space = current_space(conn)
+    assert space is not None
+    taken = take_pending(conn, space, 10)
+    assert [u.unit_id for u in taken] == [2]
+    _write_units(home / "data" / "unitize.db", {2: "second text about a mountain railway"})
+    stale = [(taken[0], np.ones(space.identity.dim, dtype="<f4"))]
+    assert store_vectors(conn, space, stale) == 0
+    assert conn.execute("SELECT COUNT(*) FROM pending_units").fetchone()[0] == 1
+    conn.close()
+    report = await _index(stub)
+    assert report["remaining"] == 0
+    reply = await call(stub.Knn, pb.KnnRequest(query="mountain railway", k=1))
+    assert reply.neighbours[0].unit_id == 2

@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -128,13 +129,24 @@ def apply_unit_feed(conn: Connection, *, batch: int = FEED_BATCH) -> int:
 
 
 def take_pending(
-    conn: Connection, space: Space, limit: int, chat_ids: Sequence[int] | None = None
+    conn: Connection,
+    space: Space,
+    limit: int,
+    chat_ids: Sequence[int] | None = None,
+    *,
+    after: int = 0,
+    max_chars: int = 0,
 ) -> list[PendingUnit]:
-    """Up to ``limit`` pending units with their current text (and cached vector, if any)."""
-    where = ""
-    params: list[object] = [space.space_id]
+    """Up to ``limit`` pending units with their current text (and cached vector, if any).
+
+    Units come in ``unit_id`` order, from the first above ``after``. With ``max_chars`` the batch
+    ends before the unit whose uncached text would take it past that many characters (it always
+    holds at least one unit), so one embed request stays small however long the units are.
+    """
+    where = " AND p.unit_id > ?"
+    params: list[object] = [space.space_id, after]
     if chat_ids:
-        where = f" AND p.chat_id IN ({','.join('?' for _ in chat_ids)})"
+        where += f" AND p.chat_id IN ({','.join('?' for _ in chat_ids)})"
         params.extend(chat_ids)
     params.append(limit)
     rows = conn.execute(
@@ -145,19 +157,26 @@ def take_pending(
         f" WHERE 1{where} ORDER BY p.unit_id LIMIT ?",
         params,
     ).fetchall()
-    return [
-        PendingUnit(
-            unit_id=int(r[0]),
-            account=r[1],
-            chat_id=int(r[2]),
-            kind=r[3],
-            start_date=int(r[4]),
-            text=r[5],
-            content_hash=r[6],
-            cached=r[7],
+    taken: list[PendingUnit] = []
+    chars = 0
+    for r in rows:
+        if r[7] is None:
+            chars += len(r[5])
+            if max_chars and taken and chars > max_chars:
+                break
+        taken.append(
+            PendingUnit(
+                unit_id=int(r[0]),
+                account=r[1],
+                chat_id=int(r[2]),
+                kind=r[3],
+                start_date=int(r[4]),
+                text=r[5],
+                content_hash=r[6],
+                cached=r[7],
+            )
         )
-        for r in rows
-    ]
+    return taken
 
 
 def drop_orphan_pending(conn: Connection) -> int:
@@ -172,55 +191,87 @@ def drop_orphan_pending(conn: Connection) -> int:
 def store_vectors(
     conn: Connection, space: Space, items: Sequence[tuple[PendingUnit, np.ndarray]]
 ) -> int:
-    """Write vectors for units whose text is unchanged since it was read; returns how many."""
-    written = 0
+    """Write vectors for units whose text is unchanged since it was read; returns how many.
+
+    One transaction and one statement per table for the whole batch; a unit given twice keeps
+    its last vector.
+    """
+    batch = {unit.unit_id: (unit, vector) for unit, vector in items}
+    if not batch:
+        return 0
     floats, bits = float_table(space.space_id), bit_table(space.space_id)
+    ids = json.dumps(list(batch))
     with db.transaction(conn):
-        for unit, vector in items:
-            now = conn.execute(
-                "SELECT content_hash FROM unitize.units WHERE unit_id = ?", (unit.unit_id,)
-            ).fetchone()
-            if now is None or now[0] != unit.content_hash:
-                continue
-            blob = np.ascontiguousarray(vector, dtype="<f4").tobytes()
-            old_hash = _embedded_hash(conn, space.space_id, unit.unit_id)
-            conn.execute(f"DELETE FROM {floats} WHERE unit_id = ?", (unit.unit_id,))
-            conn.execute(f"DELETE FROM {bits} WHERE unit_id = ?", (unit.unit_id,))
+        now = dict(
             conn.execute(
-                f"INSERT INTO {floats} (unit_id, chat_id, embedding, start_date, kind, account)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (unit.unit_id, unit.chat_id, blob, unit.start_date, unit.kind, unit.account),
-            )
+                "SELECT u.unit_id, u.content_hash FROM json_each(?) j"
+                " CROSS JOIN unitize.units u ON u.unit_id = j.value",
+                (ids,),
+            ).fetchall()
+        )
+        old = dict(
             conn.execute(
-                f"INSERT INTO {bits} (unit_id, chat_id, embedding, start_date, kind, account)"
-                " VALUES (?, ?, vec_quantize_binary(?), ?, ?, ?)",
-                (unit.unit_id, unit.chat_id, blob, unit.start_date, unit.kind, unit.account),
+                "SELECT e.unit_id, e.content_hash FROM json_each(?) j"
+                " CROSS JOIN embedded_units e ON e.space_id = ? AND e.unit_id = j.value",
+                (ids, space.space_id),
+            ).fetchall()
+        )
+        fresh = [(u, v) for u, v in batch.values() if now.get(u.unit_id) == u.content_hash]
+        if not fresh:
+            return 0
+        # A unit without an embedded_units row has no vec0 rows (they are written together).
+        replaced = [(u.unit_id,) for u, _ in fresh if u.unit_id in old]
+        if replaced:
+            conn.executemany(f"DELETE FROM {floats} WHERE unit_id = ?", replaced)
+            conn.executemany(f"DELETE FROM {bits} WHERE unit_id = ?", replaced)
+        rows = [
+            (
+                u.unit_id,
+                u.chat_id,
+                np.ascontiguousarray(v, dtype="<f4").tobytes(),
+                u.start_date,
+                u.kind,
+                u.account,
             )
-            conn.execute(
-                "INSERT INTO embedded_units"
-                " (space_id, unit_id, account, chat_id, kind, content_hash)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (space_id, unit_id) DO UPDATE SET"
-                " account = excluded.account, chat_id = excluded.chat_id,"
-                " kind = excluded.kind, content_hash = excluded.content_hash",
-                (
-                    space.space_id,
-                    unit.unit_id,
-                    unit.account,
-                    unit.chat_id,
-                    unit.kind,
-                    unit.content_hash,
-                ),
-            )
-            conn.execute(
-                "INSERT INTO vector_cache (space_id, content_hash, vector) VALUES (?, ?, ?)"
-                " ON CONFLICT DO NOTHING",
-                (space.space_id, unit.content_hash, blob),
-            )
-            conn.execute("DELETE FROM pending_units WHERE unit_id = ?", (unit.unit_id,))
-            if old_hash is not None and old_hash != unit.content_hash:
-                _drop_unused_cache(conn, space.space_id, old_hash)
-            written += 1
-    return written
+            for u, v in fresh
+        ]
+        conn.executemany(
+            f"INSERT INTO {floats} (unit_id, chat_id, embedding, start_date, kind, account)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        conn.executemany(
+            f"INSERT INTO {bits} (unit_id, chat_id, embedding, start_date, kind, account)"
+            " VALUES (?, ?, vec_quantize_binary(?), ?, ?, ?)",
+            rows,
+        )
+        conn.executemany(
+            "INSERT INTO embedded_units"
+            " (space_id, unit_id, account, chat_id, kind, content_hash)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (space_id, unit_id) DO UPDATE SET"
+            " account = excluded.account, chat_id = excluded.chat_id,"
+            " kind = excluded.kind, content_hash = excluded.content_hash",
+            [
+                (space.space_id, u.unit_id, u.account, u.chat_id, u.kind, u.content_hash)
+                for u, _ in fresh
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO vector_cache (space_id, content_hash, vector) VALUES (?, ?, ?)"
+            " ON CONFLICT DO NOTHING",
+            [
+                (space.space_id, u.content_hash, row[2])
+                for (u, _), row in zip(fresh, rows, strict=True)
+            ],
+        )
+        conn.executemany(
+            "DELETE FROM pending_units WHERE unit_id = ?", [(u.unit_id,) for u, _ in fresh]
+        )
+        for stale in {
+            old[u.unit_id] for u, _ in fresh if old.get(u.unit_id, u.content_hash) != u.content_hash
+        }:
+            _drop_unused_cache(conn, space.space_id, stale)
+    return len(fresh)
 
 
 def pending_count(conn: Connection, chat_ids: Sequence[int] | None = None) -> int:

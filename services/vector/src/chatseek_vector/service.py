@@ -115,7 +115,9 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
     ) -> pb.EmbedStatusResponse:
         def read() -> dict[str, Any]:
             conn = self._deps.pool.get()
-            return index.status(conn, spaces.current_space(conn))
+            doc = index.status(conn, spaces.current_space(conn))
+            doc.update(self._deps.worker.report(int(str(doc["total_pending"]))))
+            return doc
 
         return pb.EmbedStatusResponse(result=document(await to_thread(read)))
 

@@ -1,15 +1,20 @@
 """The embedding loop: follow the unitize feed, then embed pending units through ``embed``.
 
 One pass at a time (an ``asyncio.Lock``): the background loop and ``chatseek embed`` never
-embed the same unit twice. The embedder's identity is read before every pass; a pass never
-writes into a space of another model. Texts leave the machine only through a local embedder,
-unless the user confirmed a hosted one.
+embed the same unit twice. A pass sweeps the queue in ``unit_id`` order: while one batch is
+written to vector.db the next is taken and embedded, with at most ``EMBED_AHEAD`` batches held.
+The embedder's identity is read before every pass; a pass never writes into a space of another
+model. Texts leave the machine only through a local embedder, unless the user confirmed a
+hosted one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,17 +28,31 @@ from chatseek_core.client import call
 from chatseek_core.errors import ChatseekError, ConfirmationRequired
 from chatseek_vector import index, spaces
 
-__all__ = ["EMBED_BATCH", "EmbedPass", "Worker"]
+__all__ = ["EMBED_BATCH", "EmbedPass", "Rate", "Worker", "batch_size"]
 
 log = logging.getLogger(__name__)
 
-EMBED_BATCH = 32
+EMBED_BATCH = 256
+# A batch holds about REQUEST_TARGET_S of work at the recent rate, between EMBED_BATCH_MIN and
+# EMBED_BATCH units: a fast embedder gets few large requests, a slow one (a real model on a
+# small CPU) stays far from EMBED_TIMEOUT_S and reports progress often.
+EMBED_BATCH_MIN = 32
+REQUEST_TARGET_S = 5.0
+# Text in one embed request at most (characters): long units make smaller batches.
+EMBED_BATCH_CHARS = 512 * 1024
 EMBED_TIMEOUT_S = 300.0
 MODELS_TIMEOUT_S = 10.0
 ERROR_BACKOFF_S = 5.0
 # Asking before a hosted embedder sees more than this many units.
 CONFIRM_ABOVE_UNITS = 200
-MAX_STALLED_BATCHES = 3
+# Sweeps over the queue after one in which every written batch was skipped (units re-cut
+# while they were embedded): the feed re-queues them, the next sweep embeds the new text.
+MAX_STALLED_SWEEPS = 3
+# Batches embedded ahead of the one being written: the embed service works while vector.db
+# is written, and at most this many batches wait in memory.
+EMBED_AHEAD = 1
+# The embedding rate (and the ETA of `chatseek embed status`) covers this many written batches.
+RATE_BATCHES = 32
 
 
 @dataclass
@@ -54,6 +73,91 @@ class EmbedPass:
         }
 
 
+class Rate:
+    """Units written per second over the most recent batches, for the ETA.
+
+    Each written batch counts the seconds since the previous write of the same sweep (or since
+    the sweep began), so the time between passes is never counted as slowness.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._batches: deque[tuple[float, int]] = deque(maxlen=RATE_BATCHES)
+        self._since = clock()
+        self._last_write: float | None = None
+
+    def begin(self) -> None:
+        """A sweep starts: the next batch's time runs from now."""
+        self._since = self._clock()
+
+    def wrote(self, units: int) -> None:
+        """A batch of ``units`` was written."""
+        now = self._clock()
+        self._batches.append((now - self._since, units))
+        self._since = now
+        self._last_write = now
+
+    def units_per_s(self) -> float | None:
+        """The recent rate, or None before anything was written."""
+        seconds = sum(s for s, _ in self._batches)
+        units = sum(u for _, u in self._batches)
+        return units / seconds if units and seconds > 0 else None
+
+    def estimate(self, remaining: int) -> dict[str, float | None]:
+        """``units_per_s``, ``eta_s`` (0 when nothing remains, None without a rate) and
+        ``last_write_s_ago`` (None before the first write)."""
+        rate = self.units_per_s()
+        eta = 0.0 if remaining <= 0 else (None if rate is None else remaining / rate)
+        ago = None if self._last_write is None else self._clock() - self._last_write
+        return {
+            "units_per_s": None if rate is None else round(rate, 1),
+            "eta_s": None if eta is None else round(eta, 1),
+            "last_write_s_ago": None if ago is None else round(ago, 1),
+        }
+
+
+@dataclass(frozen=True)
+class _Embedded:
+    """A batch ready to write: each unit with its vector, and how many were embedded now."""
+
+    items: list[tuple[index.PendingUnit, np.ndarray]]
+    fresh: int
+
+
+class _Progress:
+    """Units handled so far in a pass, reported to the caller after each written batch."""
+
+    def __init__(self, total: int, report: Callable[[int, int], Awaitable[None]] | None) -> None:
+        self.total = total
+        self.done = 0
+        self.swept = 0
+        self._report = report
+
+    async def advance(self, count: int) -> None:
+        self.done += count
+        if self._report is not None:
+            await self._report(self.done, self.total)
+
+
+def _take(
+    conn_of: Callable[[], db.Connection],
+    space: spaces.Space,
+    chat_ids: list[int] | None,
+    after: int,
+    limit: int,
+) -> list[index.PendingUnit]:
+    return index.take_pending(
+        conn_of(), space, limit, chat_ids, after=after, max_chars=EMBED_BATCH_CHARS
+    )
+
+
+def batch_size(units_per_s: float | None) -> int:
+    """Units in the next batch: ``REQUEST_TARGET_S`` of work at the recent rate, clamped."""
+    if units_per_s is None:
+        return EMBED_BATCH_MIN
+    return max(EMBED_BATCH_MIN, min(EMBED_BATCH, int(units_per_s * REQUEST_TARGET_S)))
+
+
 def _store(
     conn_of: Callable[[], db.Connection],
     space: spaces.Space,
@@ -72,6 +176,8 @@ class Worker:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self.last_error: str = ""
+        self.rate = Rate()
+        self.totals = EmbedPass()
 
     def nudge(self) -> None:
         """Wake the background loop."""
@@ -128,7 +234,7 @@ class Worker:
         background: bool = False,
         on_progress: Callable[[int, int], Awaitable[None]] | None = None,
     ) -> EmbedPass:
-        """Embed pending units (of ``chat_ids``), one batch per transaction.
+        """Embed pending units (of ``chat_ids``), one batch per transaction, in sweeps.
 
         Raises:
             EmbeddingSpaceMismatch: the stored vectors come from another model (and not reembed).
@@ -165,42 +271,93 @@ class Worker:
             if remote and background:
                 return EmbedPass(remaining=total)
             result = EmbedPass()
-            done = 0
-            stalled = 0
-            while stalled < MAX_STALLED_BATCHES:
-                batch = await to_thread(
-                    lambda: index.take_pending(conn_of(), space, EMBED_BATCH, chat_ids)
-                )
-                if not batch:
+            progress = _Progress(total, on_progress)
+            for _ in range(MAX_STALLED_SWEEPS):
+                written = await self._sweep(space, chat_ids, result, progress)
+                if written == progress.swept:
                     break
-                fresh = [u for u in batch if u.cached is None]
-                vectors: dict[int, np.ndarray] = {
-                    u.unit_id: np.frombuffer(u.cached, dtype="<f4")
-                    for u in batch
-                    if u.cached is not None
-                }
-                if fresh:
-                    matrix = await self.embed_texts(
-                        [u.text for u in fresh], embed_service_pb2.ROLE_PASSAGE
-                    )
-                    for unit, row in zip(fresh, matrix, strict=True):
-                        vectors[unit.unit_id] = row
-                items = [(u, vectors[u.unit_id]) for u in batch]
-                written = await to_thread(_store, conn_of, space, items)
-                result.embedded += len(fresh)
-                result.cached += len(batch) - len(fresh)
-                result.skipped += len(batch) - written
-                done += len(batch)
-                if written == 0:
-                    # Every unit of the batch changed under us; the feed re-queues them.
-                    stalled += 1
-                    await self.follow_feed()
-                else:
-                    stalled = 0
-                if on_progress is not None:
-                    await on_progress(done, total)
+                # Some units changed under us; the feed re-queues them with their new text.
+                await self.follow_feed()
             result.remaining = await to_thread(lambda: index.pending_count(conn_of(), chat_ids))
             return result
+
+    async def _sweep(
+        self,
+        space: spaces.Space,
+        chat_ids: list[int] | None,
+        result: EmbedPass,
+        progress: _Progress,
+    ) -> int:
+        """Embed and write every unit pending at the start, once; returns how many were written.
+
+        A producer takes and embeds batches while this coroutine writes them; a failure on either
+        side stops both and is raised here.
+        """
+        conn_of = self._pool.get
+        ready: asyncio.Queue[_Embedded | Exception | None] = asyncio.Queue(EMBED_AHEAD)
+        progress.swept = 0
+
+        async def produce() -> None:
+            after = 0
+            try:
+                while True:
+                    limit = batch_size(self.rate.units_per_s())
+                    batch = await to_thread(_take, conn_of, space, chat_ids, after, limit)
+                    if not batch:
+                        break
+                    after = batch[-1].unit_id
+                    await ready.put(await self._vectors(batch))
+                await ready.put(None)
+            except Exception as exc:  # handed to the writer, which raises it
+                await ready.put(exc)
+
+        self.rate.begin()
+        producer = asyncio.create_task(produce())
+        written_total = 0
+        try:
+            while True:
+                item = await ready.get()
+                if item is None:
+                    break
+                if isinstance(item, Exception):
+                    raise item
+                written = await to_thread(_store, conn_of, space, item.items)
+                written_total += written
+                self.rate.wrote(written)
+                for tally in (result, self.totals):
+                    tally.embedded += item.fresh
+                    tally.cached += len(item.items) - item.fresh
+                    tally.skipped += len(item.items) - written
+                progress.swept += len(item.items)
+                await progress.advance(len(item.items))
+        finally:
+            if not producer.done():
+                producer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await producer
+        return written_total
+
+    async def _vectors(self, batch: list[index.PendingUnit]) -> _Embedded:
+        """The batch with a vector for each unit: cached ones as stored, the rest embedded."""
+        fresh = [u for u in batch if u.cached is None]
+        vectors: dict[int, np.ndarray] = {
+            u.unit_id: np.frombuffer(u.cached, dtype="<f4") for u in batch if u.cached is not None
+        }
+        if fresh:
+            matrix = await self.embed_texts([u.text for u in fresh], embed_service_pb2.ROLE_PASSAGE)
+            for unit, row in zip(fresh, matrix, strict=True):
+                vectors[unit.unit_id] = row
+        return _Embedded([(u, vectors[u.unit_id]) for u in batch], len(fresh))
+
+    def report(self, pending: int) -> dict[str, object]:
+        """The rate and ETA (``Rate.estimate``) and what this process embedded or found cached.
+
+        ``since_start`` counts units written since the service started: ``embedded`` went to the
+        embedder, ``cached`` reused the vector of an identical text (the content-hash cache).
+        """
+        since = self.totals.to_dict()
+        del since["remaining"]
+        return {**self.rate.estimate(pending), "since_start": since}
 
     async def run(self) -> None:
         """The background loop: follow the feed and embed, until cancelled."""

@@ -9,6 +9,9 @@ from chatseek_gateway.cli.common import call, emit, operation, run_operation
 
 __all__ = ["register"]
 
+# `embed status` adds "no progress for N s" when pending units have waited longer than this.
+STALLED_AFTER_S = 30.0
+
 
 def register(sub: Any) -> None:
     """Add the index commands to the top-level parser."""
@@ -45,7 +48,10 @@ def _embed(args: argparse.Namespace) -> int:
         if args.json:
             emit(doc, as_json=True)
             return 0
-        print(f"model {doc.get('model')} ({doc.get('dim')}-d); pending {doc.get('total_pending')}")
+        print(
+            f"model {doc.get('model')} ({doc.get('dim')}-d); pending {doc.get('total_pending')}; "
+            + _eta_line(doc)
+        )
         for chat in doc.get("chats", []):
             print(
                 f"  {chat['chat_id']:>16}  embedded {chat['embedded']:>7}  "
@@ -64,6 +70,31 @@ def _embed(args: argparse.Namespace) -> int:
             f"remaining {report.get('remaining', 0)}"
         )
     return 0
+
+
+def _eta_line(doc: dict[str, Any]) -> str:
+    """``ETA 2m 05s at 350.0 units/s``, or why there is none."""
+    if not doc.get("total_pending"):
+        return "ETA 0s (every unit embedded)"
+    eta, rate = doc.get("eta_s"), doc.get("units_per_s")
+    if eta is None or rate is None:
+        return "ETA unknown (no embedding measured since vector started)"
+    line = f"ETA {_duration(float(eta))} at {float(rate):.1f} units/s"
+    ago = doc.get("last_write_s_ago")
+    if ago is not None and float(ago) > STALLED_AFTER_S:
+        line += f" (no progress for {_duration(float(ago))})"
+    return line
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
 
 
 def _reindex(args: argparse.Namespace) -> int:
