@@ -359,10 +359,32 @@ def _cut_until_unchanged(
                 if _start(unit) > latest and stored.get(unit.key) == unit.content_hash:
                     new.extend(final[:index])
                     return new, _start(unit)
+            # Past the changes with nothing stored from here on: the rest of the topic has not
+            # been cut yet (its messages' events are still ahead in the feed, and each batch
+            # cuts from the last stored window, as an append does), so cutting it now would
+            # hold every later window of the chat in memory at once.
+            first = later[0]
+            if not _stored_from(conn, account, chat_id, topic, _start(first)):
+                index = final.index(first)
+                new.extend(final[:index])
+                return new, _start(first)
         new.extend(final)
         if not full:
             return new, None
         cursor = _start(cut[-1])
+
+
+def _stored_from(
+    conn: Connection, account: str, chat_id: int, topic: int | None, start: Key
+) -> bool:
+    """Whether any window of the topic is stored starting at ``start`` or later."""
+    row = conn.execute(
+        "SELECT 1 FROM units WHERE account = ? AND chat_id = ? AND topic_key = ?"
+        " AND kind = 'window' AND (start_date > ? OR (start_date = ? AND first_msg_id >= ?))"
+        " LIMIT 1",
+        (account, chat_id, topic or 0, start[0], start[0], start[1]),
+    ).fetchone()
+    return row is not None
 
 
 # --- threads ---
