@@ -443,8 +443,9 @@ def test_a_relevance_pool_that_must_grow_gives_the_same_pages(
 
     whole = search(conn, SearchRequest(query, now=NOW, limit=1000)).items
     assert len(whole) >= 2
-    # A pool of one scored match, growing by two: filters reject most of each pool and the
-    # page's last row ties the pool's worst, so every way out of the loop is taken.
+    # A pool of one scored match, growing by two: pages end both when the pool ran out of
+    # matches and when a full page's last row scores below the pool's worst. (This fixture has
+    # no tie placed so that a weakened below-the-worst check would change a page.)
     monkeypatch.setattr(execute, "POOL_MIN", 1)
     monkeypatch.setattr(execute, "POOL_FACTOR", 1)
     monkeypatch.setattr(execute, "POOL_GROWTH", 2)
