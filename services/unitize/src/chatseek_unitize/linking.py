@@ -163,7 +163,9 @@ def _name_keys(name: str) -> set[str]:
 class _Info:
     author: int | str
     date: int
-    tokens: set[str]
+    # The tokens that are name forms of someone in the topic, the only ones read later: the
+    # whole token set of every message of a big topic was a third of a build's memory.
+    names: frozenset[str]
     lead: frozenset[str]
     stems: frozenset[str]
     question: bool
@@ -184,7 +186,12 @@ def _words_of(tokens: set[str]) -> list[str]:
     return out
 
 
-def _analyse(m: Msg) -> _Info:
+def _author_of(m: Msg) -> int | str:
+    return m.sender_id if m.sender_id is not None else normalise(m.sender_name)
+
+
+def _analyse(m: Msg, author: int | str, known: frozenset[str]) -> _Info:
+    """What linking reads of one message; ``known`` holds every name form of the topic."""
     text = m.text
     if m.media_text:
         text = f"{text} {m.media_text}" if text else m.media_text
@@ -208,11 +215,12 @@ def _analyse(m: Msg) -> _Info:
         key = normalise(mention).lstrip("@")
         lead.add(key)
         tokens.add(key)
-    author: int | str = m.sender_id if m.sender_id is not None else normalise(m.sender_name)
+    names = tokens & known
+    lead &= known
     return _Info(
         author=author,
         date=m.date,
-        tokens=tokens,
+        names=frozenset(names) if names else _NO_NAMES,
         lead=frozenset(lead) if lead else _NO_NAMES,
         stems=stems,
         question="?" in text,
@@ -231,18 +239,20 @@ class LinkContext:
         self.msgs: list[Msg] = list(msgs)
         self.index = {m.msg_id: k for k, m in enumerate(self.msgs)}
         self.idf = idf
-        self.info = [_analyse(m) for m in self.msgs]
+        self._name_keys: dict[int | str, set[str]] = {}
+        seen: set[tuple[int | str, str]] = set()
+        authors = [_author_of(m) for m in self.msgs]
+        for m, author in zip(self.msgs, authors, strict=True):
+            if (author, m.sender_name) not in seen:
+                seen.add((author, m.sender_name))
+                self._name_keys.setdefault(author, set()).update(_name_keys(m.sender_name))
+        known = frozenset(chain.from_iterable(self._name_keys.values()))
+        self.info = [_analyse(m, a, known) for m, a in zip(self.msgs, authors, strict=True)]
         self.parent: list[int | None] = [None] * len(self.msgs)
         # Which messages the scorer will be asked about (``build_links`` clears the ones a
         # reply or an agent answer decides); a hint, so scorers may skip the others' work.
         self.scored: list[bool] = [True] * len(self.msgs)
         self.decided = 0
-        self._name_keys: dict[int | str, set[str]] = {}
-        seen: set[tuple[int | str, str]] = set()
-        for m, inf in zip(self.msgs, self.info, strict=True):
-            if (inf.author, m.sender_name) not in seen:
-                seen.add((inf.author, m.sender_name))
-                self._name_keys.setdefault(inf.author, set()).update(_name_keys(m.sender_name))
 
     def name_keys(self, author: int | str) -> set[str]:
         """Every name form seen for ``author`` in this topic."""
@@ -270,7 +280,7 @@ class LinkContext:
         append = out.append
         for inf in self.info:
             me = numbers[inf.author]
-            named = inf.tokens & known
+            named = inf.names & known
             lead = inf.lead & known if inf.lead else _NO_NAMES
             if lead:
                 named |= lead
@@ -337,7 +347,7 @@ class RuleScorer:
             keys = ctx.name_keys(p.author)
             if keys & c.lead:
                 return Choice(j, "mention", RULE_MENTION_CONFIDENCE)
-            if mentioned is None and keys & c.tokens:
+            if mentioned is None and keys & c.names:
                 mentioned = j
         if mentioned is not None:
             return Choice(mentioned, "mention", RULE_MENTION_CONFIDENCE)
