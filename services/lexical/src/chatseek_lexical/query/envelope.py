@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
+
+from chatseek_core import dates
 
 __all__ = [
     "AccountCoverage",
@@ -32,10 +33,9 @@ __all__ = [
 
 
 def iso_utc(ts: float | None) -> str | None:
-    """``2026-03-29T10:00:00Z`` for unix seconds ``ts`` (None stays None)."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+    """``2026-03-29T10:00:00Z`` for unix seconds ``ts``, whole seconds like every other date
+    chatseek writes (None stays None)."""
+    return None if ts is None else dates.iso_utc(int(ts))
 
 
 def _plain(value: Any) -> Any:
