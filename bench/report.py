@@ -21,6 +21,7 @@ BENCH_FULL_BUDGET_S = 45 * 60
 STRICT_KINDS = ("and_two_words", "phrase", "field_date_range", "prefix_wildcard")
 RANKED_KINDS = ("lexical", "dense", "hybrid", "hybrid_rerank")
 STAGES = ("import", "unitize", "lexical", "vector")
+SECTIONS = ("units", "pipeline", "embed", "models", "knn", "load", "rival")
 
 
 @dataclass(frozen=True)
@@ -326,7 +327,8 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 lambda v: v == 0,
             )
         )
-    if results.get("scale") == "100k" and results.get("total_s"):
+    out += _rival_targets(results.get("rival") or {})
+    if results.get("scale") == "100k" and results.get("total_s") and _every_section(results):
         out.append(
             _judge(
                 "`make bench` wall time (s)",
@@ -351,12 +353,69 @@ def targets(results: dict[str, Any]) -> list[Target]:
     return out
 
 
+def _rival_targets(rival: dict[str, Any]) -> list[Target]:
+    """CPU and memory to words beside grepogram's, on the same 100k export."""
+    if not rival:
+        return []
+    at = f"{_fmt(rival.get('messages'))} messages, best of {rival.get('runs')}"
+    note = rival.get("skipped", "")
+    cpu = rival.get("best_cpu_s") or {}
+    rss = rival.get("best_peak_rss_mib") or {}
+    return [
+        _judge(
+            "CPU to words, chatseek over grepogram (×)",
+            "≤ 0.33",
+            rival.get("cpu_over_rival"),
+            at,
+            True,
+            lambda v: v <= 1 / 3,
+            note or f"{cpu.get('chatseek')} against {cpu.get('grepogram')} CPU s",
+        ),
+        _judge(
+            "peak RSS, whole stack over grepogram (×)",
+            "≤ 1.2",
+            rival.get("rss_over_rival"),
+            at,
+            True,
+            lambda v: v <= 1.2,
+            note or f"{rss.get('chatseek')} against {rss.get('grepogram')} MiB",
+        ),
+    ]
+
+
+def _rival_md(rival: dict[str, Any]) -> list[str]:
+    md = [f"## Beside {rival.get('rival', 'grepogram')}", ""]
+    if "skipped" in rival:
+        return [*md, f"Skipped: {rival['skipped']}.", ""]
+    md += [
+        f"The same generated {_fmt(rival['messages'])}-message export, to words, {rival['runs']}"
+        " runs each, alternating (`bench/rival.py` says what is compared). Best run of each.",
+        "",
+    ]
+    rows = [
+        [name, rival[key]["chatseek"], rival[key]["grepogram"], rival[over]]
+        for name, key, over in (
+            ("wall seconds", "best_seconds", "seconds_over_rival"),
+            ("CPU seconds, every process", "best_cpu_s", "cpu_over_rival"),
+            (
+                "peak RSS (MiB; chatseek: sum over its processes)",
+                "best_peak_rss_mib",
+                "rss_over_rival",
+            ),
+        )
+    ]
+    md += _table(["figure", "chatseek", "grepogram", "chatseek / grepogram"], rows)
+    return md
+
+
+def _every_section(results: dict[str, Any]) -> bool:
+    return set(SECTIONS) <= set(results.get("sections") or ())
+
+
 def _full_run(results: dict[str, Any]) -> bool:
     """Whether every section ran, the pipeline at every scale: what ``make bench-full`` does."""
     sections = set(results.get("sections") or ())
-    return {"units", "pipeline", "embed", "models", "knn", "load"} <= sections and set(
-        results.get("pipeline") or {}
-    ) == {"10k", "100k", "1m"}
+    return set(SECTIONS) <= sections and set(results.get("pipeline") or {}) == {"10k", "100k", "1m"}
 
 
 def _verdict(target: Target) -> str:
@@ -775,6 +834,8 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
         ]
     if results.get("load"):
         md += _load_md(results["load"])
+    if results.get("rival"):
+        md += _rival_md(results["rival"])
     md += ["## Raw results", "", f"`{results['stamp']}.json` beside this file.", ""]
     return "\n".join(md)
 

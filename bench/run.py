@@ -14,6 +14,9 @@ Sections (``--only`` picks some; each is a module of this package):
 * ``load`` — 32 gateway clients (hybrid, strict, thread reads) on an idle stack, then while an
   import of a second archive runs: answers by status and p50/p99 latency, under import over idle
   (``bench.load``).
+* ``rival`` — grepogram 0.3.0, installed at run time into a scratch environment, beside
+  chatseek on one 100k export: CPU seconds and peak RSS to be searchable by words, runs
+  alternating (``bench.rival``); skipped, with the reason, where it cannot be installed.
 Results go to ``bench/results/<stamp>.json`` and ``<stamp>.md`` with PNG charts; ``latest.md``
 is a copy of the newest report. Timings are reported as ratios to their reference; nothing here
 asserts a timing. A section that fails is recorded as an error and the others still run.
@@ -35,12 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import cpu_count
+from bench.report import SECTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 SCALE_ORDER = ("10k", "100k", "1m")
 MESSAGES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
-SECTIONS = ("units", "pipeline", "embed", "models", "knn", "load")
 # The archive imported while the load clients run, per --scale. The load section asks whether
 # any request fails during an import, which 400k messages show as well as 1M; a 1M import under
 # 32 clients alone took longer than the whole 1M budget allows.
@@ -126,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     def progress(line: str) -> None:
         print(f"[{time.perf_counter() - started:7.1f}s] {line}", flush=True)
 
-    from bench import embedding, knn, load, models, pipeline, units
+    from bench import embedding, knn, load, models, pipeline, rival, units
 
     if "units" in sections:
         results["units"] = _section(
@@ -167,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
             lambda: load.load_section(LOAD_IMPORT[args.scale], progress),
             out,
             progress,
+        )
+    if "rival" in sections:
+        results["rival"] = _section(
+            results, "rival", lambda: rival.rival_section(progress), out, progress
         )
     results["total_s"] = round(time.perf_counter() - started, 1)
     _write(results, out)
