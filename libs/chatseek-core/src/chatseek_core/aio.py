@@ -1,8 +1,8 @@
 """The one helper that moves blocking work (SQLite, inference) off the event loop.
 
-Invariant: every call started by ``to_thread`` is counted until its thread returns, even when
-the awaiting coroutine was cancelled (a thread cannot be). A stopping service awaits
-``quiesce`` before closing its connections, so no thread ever uses a closed SQLite handle.
+Invariant: every call started by ``to_thread`` (or ``run_in``) is counted until its thread
+returns, even when the awaiting coroutine was cancelled (a thread cannot be). A stopping service
+awaits ``quiesce`` before closing its connections, so no thread ever uses a closed SQLite handle.
 """
 
 from __future__ import annotations
@@ -14,9 +14,18 @@ import functools
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from concurrent.futures import Executor
 from typing import ParamSpec, TypeVar
 
-__all__ = ["drain", "in_flight", "progress_stream", "quiesce", "stream_progress", "to_thread"]
+__all__ = [
+    "drain",
+    "in_flight",
+    "progress_stream",
+    "quiesce",
+    "run_in",
+    "stream_progress",
+    "to_thread",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -37,6 +46,13 @@ def _counted(call: Callable[[], R]) -> R:
 
 async def to_thread(func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
     """Run ``func`` in the default executor, keeping context variables (deadlines) intact."""
+    return await run_in(None, func, *args, **kwargs)
+
+
+async def run_in(
+    executor: Executor | None, func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
+) -> R:
+    """``to_thread`` on ``executor`` (None: the default one), counted the same way."""
     global _in_flight
     loop = asyncio.get_running_loop()
     ctx = contextvars.copy_context()
@@ -44,7 +60,7 @@ async def to_thread(func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) 
     with _lock:
         _in_flight += 1
     try:
-        future = loop.run_in_executor(None, functools.partial(_counted, call))
+        future = loop.run_in_executor(executor, functools.partial(_counted, call))
     except BaseException:
         with _lock:
             _in_flight -= 1
