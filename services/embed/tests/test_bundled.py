@@ -28,6 +28,7 @@ from chatseek_embed.registry import (
 )
 from chatseek_embed.runtime import cpu_bf16_supported, native_bf16
 
+TIE_COSINE = 1e-3
 DEMO_EXPORT = Path(__file__).resolve().parents[3] / "demo" / "export" / "result.json"
 MIN_COSINE = 0.999
 EDGE_TEXTS = (
@@ -121,10 +122,14 @@ def test_queries_match_the_engine_and_rank_like_it(
     theirs = np.asarray(engine.query(questions), dtype=np.float32)  # type: ignore[attr-defined]
     assert float(np.min(np.sum(ours * theirs, axis=1))) >= MIN_COSINE
     passages = fp32.embed(corpus, role="passage")
+    theirs_scores = (engine_vectors @ theirs.T).T
     ours_top = np.argsort(-(passages @ ours.T), axis=0)[:5].T
-    theirs_top = np.argsort(-(engine_vectors @ theirs.T), axis=0)[:5].T
-    for mine, reference in zip(ours_top, theirs_top, strict=True):
-        assert mine[0] == reference[0]
+    theirs_top = np.argsort(-theirs_scores, axis=1)[:, :5]
+    for mine, reference, scores in zip(ours_top, theirs_top, theirs_scores, strict=True):
+        # Our best passage is the engine's best, or ties with it by the engine's own cosines
+        # (two demo passages about bank accounts are 0.8813 and 0.8813 there): the order of
+        # a tie is not a property of the model.
+        assert scores[mine[0]] >= scores[reference[0]] - TIE_COSINE, (mine[0], reference[0])
         assert len(set(mine) & set(reference)) >= 4
 
 
