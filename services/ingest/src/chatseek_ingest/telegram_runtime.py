@@ -16,7 +16,7 @@ import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -34,7 +34,7 @@ from chatseek_core.errors import (
 )
 from chatseek_core.settings import Settings
 from chatseek_ingest.auth import ENV_API_HASH, ENV_API_ID, api_credentials
-from chatseek_ingest.extract import Fetch, FileTooLarge, Limits, MediaRow
+from chatseek_ingest.extract import Fetch, FileTooLarge, Limits, MediaRow, extract_pending
 from chatseek_ingest.sync import default_lock_path, sync_lock
 from chatseek_ingest.telegram import (
     FloodPolicy,
@@ -51,6 +51,7 @@ __all__ = [
     "TelegramFactory",
     "account_client",
     "credentials",
+    "extract_media",
     "fetchable_chats",
     "login_factory",
     "media_limits",
@@ -336,3 +337,45 @@ def telegram_fetcher(
         return asyncio.run_coroutine_threadsafe(download(row, peer, tmpdir), loop).result()
 
     return fetch
+
+
+def extract_media(
+    conn: db.Connection,
+    *,
+    loop: asyncio.AbstractEventLoop,
+    connect: Callable[[], Awaitable[TelegramClientLike]],
+    account: str,
+    policy: FloodPolicy,
+    limits: Limits,
+    budget_s: float | None,
+    retry_failed: bool,
+    on_progress: Callable[[tuple[int, int, str]], None],
+    work_dir: Path,
+    clock: Callable[[], float],
+) -> dict[str, Any]:
+    """One extract pass over the pending media of ``account``, downloading from Telegram.
+
+    Run in a worker thread: downloads go through ``loop`` (see ``telegram_fetcher``), into a
+    temporary directory under ``work_dir`` (created). Returns ``ExtractReport`` as a dict;
+    ``on_progress`` receives ``(rows done, rows pending at the start, "media")``.
+    """
+    work_dir.mkdir(parents=True, exist_ok=True)
+    fetch = telegram_fetcher(
+        loop=loop,
+        connect=connect,
+        account=account,
+        chats=fetchable_chats(conn, account),
+        policy=policy,
+        max_bytes=limits.max_bytes,
+    )
+    report = extract_pending(
+        conn,
+        fetch=fetch,
+        limits=limits,
+        budget_s=budget_s,
+        retry_failed=retry_failed,
+        on_progress=lambda done, total: on_progress((done, total, "media")),
+        work_dir=work_dir,
+        clock=clock,
+    )
+    return asdict(report)
