@@ -1,6 +1,6 @@
 """The ingest servicer: proto in, typed core call, proto out.
 
-Telegram RPCs connect one client per call (``telegram_runtime.account_client``) and run their
+Telegram RPCs connect one client per call (``telegram.runtime.account_client``) and run their
 pass over a connection of their own, since a pass hands it from thread to thread. Long passes
 stream ``OperationEvent`` progress, then their report; consumers are nudged after commits.
 """
@@ -37,12 +37,11 @@ from chatseek_ingest.sources import (
 )
 from chatseek_ingest.sync import SyncProgress, sync
 from chatseek_ingest.telegram import FloodPolicy, TelegramClientLike, session_path
-from chatseek_ingest.telegram_runtime import (
+from chatseek_ingest.telegram.downloads import extract_media, media_limits
+from chatseek_ingest.telegram.runtime import (
     LazyClient,
     account_client,
-    extract_media,
     login_factory,
-    media_limits,
     refuse_if_syncing,
 )
 from chatseek_ingest.upload import (

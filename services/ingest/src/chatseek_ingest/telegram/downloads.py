@@ -1,21 +1,15 @@
-"""How the ingest service reaches Telegram: credentials, the session, clients and media fetching.
+"""Fetching a stored message's media from Telegram for extraction, within the ``[media]`` limits.
 
-Owns reading the Telegram API id/hash (config file first, then ``CHATSEEK_TELEGRAM_API_*``),
-connecting one signed-in client per call (``account_client``), the lazily connected client of an
-extract pass, the fetcher that downloads a stored message's media by re-fetching the message,
-and the ``[media]`` limits. Invariants: the session file is only read here (``auth`` writes it);
-a missing session is NOT_AUTHORIZED before any credential or network is touched; Telegram's
-"signed out" errors become NOT_AUTHORIZED and connection failures UNAVAILABLE; a download never
-starts for a file Telegram reports above ``Limits.max_bytes``.
+The message is fetched again by id (Telethon downloads only from a message Telegram just
+returned); a download never starts for a file Telegram reports above ``Limits.max_bytes``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path, PurePath
 from typing import Any
@@ -23,197 +17,28 @@ from typing import Any
 from telethon import errors
 
 from chatseek_core import db
-from chatseek_core.aio import to_thread
 from chatseek_core.config import load as load_config
 from chatseek_core.errors import (
-    FailedPrecondition,
-    FloodWait,
     InvalidArgument,
-    NotAuthorized,
-    Unavailable,
 )
 from chatseek_core.settings import Settings
-from chatseek_ingest.auth import ENV_API_HASH, ENV_API_ID, api_credentials
 from chatseek_ingest.extract import Fetch, FileTooLarge, Limits, MediaRow, extract_pending
-from chatseek_ingest.sync import default_lock_path, sync_lock
 from chatseek_ingest.telegram import (
     FloodPolicy,
     TelegramClientLike,
     input_peer,
-    open_client,
-    read_session,
     unavailable_reason,
 )
+from chatseek_ingest.telegram.runtime import signed_out
 
-__all__ = [
-    "LazyClient",
-    "MediaGone",
-    "TelegramFactory",
-    "account_client",
-    "credentials",
-    "extract_media",
-    "fetchable_chats",
-    "login_factory",
-    "media_limits",
-    "refuse_if_syncing",
-    "telegram_fetcher",
-]
+__all__ = ["MediaGone", "extract_media", "fetchable_chats", "media_limits", "telegram_fetcher"]
 
 log = logging.getLogger(__name__)
-
-TelegramFactory = Callable[[str, int, str], TelegramClientLike]
-"""Builds an unconnected client from ``(session string, api_id, api_hash)``; production uses
-``telegram.open_client``, tests hand out a ``FakeTelegram``. An empty session is a new login."""
 
 MEDIA_KEYS = ("enabled", "ocr", "documents", "max_download_mb", "max_chars", "max_pages")
 LOCAL_NAME = "media"
 PHOTO_SUFFIX = ".jpg"
 _SAFE_SUFFIX = re.compile(r"^\.[A-Za-z0-9]{1,8}$")
-
-
-# --- credentials and clients ---
-
-
-def credentials(settings: Settings) -> tuple[int, str]:
-    """The Telegram API id and hash: ``[telegram]`` of the config file, then the environment.
-
-    Raises:
-        FailedPrecondition: either is missing or malformed; the message names both places.
-        InvalidArgument: the config file is not valid TOML.
-    """
-    config = load_config(settings.config_path)
-    try:
-        return api_credentials(config.api_id, config.api_hash, env=settings.extra)
-    except InvalidArgument as exc:
-        raise FailedPrecondition(
-            f"{exc.message}: set [telegram] api_id and api_hash in {settings.config_path} or "
-            f"{ENV_API_ID} / {ENV_API_HASH}",
-            hint="get them at https://my.telegram.org/apps (`chatseek config init` writes the "
-            "config template)",
-            metadata={
-                "config": str(settings.config_path),
-                "variable": exc.metadata.get("variable", ""),
-            },
-        ) from exc
-
-
-def login_factory(settings: Settings, factory: TelegramFactory) -> Callable[[], TelegramClientLike]:
-    """A client factory over an empty session, for ``auth.start_login``.
-
-    Raises:
-        FailedPrecondition: the API id or hash is missing (see ``credentials``).
-    """
-    api_id, api_hash = credentials(settings)
-    return lambda: factory("", api_id, api_hash)
-
-
-def _prepare(settings: Settings, account: str) -> tuple[str, int, str]:
-    session = read_session(settings.home, account)
-    api_id, api_hash = credentials(settings)
-    return session, api_id, api_hash
-
-
-@contextlib.asynccontextmanager
-async def account_client(
-    settings: Settings, account: str, factory: TelegramFactory = open_client
-) -> AsyncIterator[TelegramClientLike]:
-    """A connected, signed-in client for ``account``; disconnected when the block ends.
-
-    Raises:
-        NotAuthorized: no session file, or Telegram no longer accepts it (also when a request
-            in the block is refused as signed out).
-        FailedPrecondition: the API id or hash is missing.
-        Unavailable: Telegram cannot be reached.
-        FloodWait: Telegram asked to wait before a request the block did not guard itself.
-    """
-    session, api_id, api_hash = await to_thread(_prepare, settings, account)
-    client = factory(session, api_id, api_hash)
-    try:
-        await client.connect()
-    except OSError as exc:
-        raise _unreachable(exc) from exc
-    try:
-        if not await client.is_user_authorized():
-            raise _signed_out(account)
-        yield client
-    except errors.UnauthorizedError as exc:
-        raise _signed_out(account) from exc
-    except (errors.FloodWaitError, errors.FloodPremiumWaitError) as exc:
-        raise _flood(exc) from exc
-    except OSError as exc:
-        raise _unreachable(exc) from exc
-    finally:
-        with contextlib.suppress(Exception):
-            await client.disconnect()
-
-
-def _signed_out(account: str) -> NotAuthorized:
-    return NotAuthorized(
-        f"the Telegram session of account {account!r} is no longer valid",
-        hint="run `chatseek auth` to sign in again",
-        metadata={"account": account},
-    )
-
-
-def _unreachable(exc: BaseException) -> Unavailable:
-    return Unavailable(
-        f"Telegram cannot be reached ({type(exc).__name__})",
-        hint="check the network connection and try again",
-    )
-
-
-def _flood(exc: Any) -> FloodWait:
-    seconds = float(getattr(exc, "seconds", 0) or 0)
-    return FloodWait(
-        f"Telegram asked to wait {seconds:.0f} s before the next request",
-        hint="run it again later; everything fetched so far is stored",
-        retry_after_s=seconds,
-    )
-
-
-class LazyClient:
-    """The client of one account, connected on first use and closed by ``close``.
-
-    ``get`` may be awaited from the event loop only; a worker thread reaches it through
-    ``asyncio.run_coroutine_threadsafe``.
-    """
-
-    def __init__(self, settings: Settings, account: str, factory: TelegramFactory) -> None:
-        self._settings = settings
-        self._account = account
-        self._factory = factory
-        self._stack = contextlib.AsyncExitStack()
-        self._client: TelegramClientLike | None = None
-        self._lock = asyncio.Lock()
-
-    async def get(self) -> TelegramClientLike:
-        """The connected client (see ``account_client`` for what connecting raises)."""
-        async with self._lock:
-            if self._client is None:
-                self._client = await self._stack.enter_async_context(
-                    account_client(self._settings, self._account, self._factory)
-                )
-            return self._client
-
-    async def close(self) -> None:
-        """Disconnect the client, if one was connected."""
-        await self._stack.aclose()
-        self._client = None
-
-
-def refuse_if_syncing(conn: db.Connection) -> None:
-    """Fail fast, before Telegram is contacted, when a sync holds the lock.
-
-    The pass that follows takes the lock itself; this only spares a refused run the connect.
-
-    Raises:
-        SyncRunning: another sync or deletion pass is running.
-    """
-    with sync_lock(default_lock_path(conn)):
-        pass
-
-
-# --- media ---
 
 
 def media_limits(settings: Settings) -> Limits:
@@ -310,7 +135,7 @@ def telegram_fetcher(
         try:
             found = await policy.call(lambda: client.get_messages(target, ids=[row.msg_id]))
         except errors.UnauthorizedError as exc:
-            raise _signed_out(account) from exc
+            raise signed_out(account) from exc
         except Exception as exc:
             if unavailable_reason(exc) is None:
                 raise
