@@ -90,6 +90,7 @@ class Chat:
 
 
 def header_ready(obj: dict[str, Any], finished: bool) -> bool:
+    """Whether a chat's header keys are all read (or the chat object is)."""
     if "id" not in obj or "type" not in obj:
         return finished
     kind = obj.get("type")
@@ -97,6 +98,7 @@ def header_ready(obj: dict[str, Any], finished: bool) -> bool:
 
 
 def mark_chat(chat_type: str, raw_id: int) -> int:
+    """The marked id (``-id`` for a group, ``-100…`` for a channel) of an exported chat."""
     if chat_type == "group":
         return -raw_id
     if chat_type in ("supergroup", "forum", "channel"):

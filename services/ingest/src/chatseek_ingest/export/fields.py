@@ -55,6 +55,7 @@ def _in_range(unixtime: int, name: str) -> int:
 
 
 def parse_unix(unixtime: Any, iso: Any, name: str) -> int | None:
+    """Unix seconds from ``<name>_unixtime`` or else the ISO ``<name>``; None when neither."""
     if unixtime is not None:
         value = parse_digits(unixtime) if type(unixtime) is str else unixtime
         if type(value) is not int:
@@ -95,6 +96,7 @@ def parse_peer(value: Any, name: str) -> tuple[str | None, int | None]:
 
 
 def marked_id(kind: str | None, bare: int | None) -> int | None:
+    """The marked id of a ``parse_peer`` result (None stays None)."""
     if bare is None:
         return None
     if kind == "channel":
@@ -105,18 +107,21 @@ def marked_id(kind: str | None, bare: int | None) -> int | None:
 
 
 def opt_str(value: Any, name: str) -> str | None:
+    """``value`` when it is a string or None."""
     if value is None or type(value) is str:
         return value
     raise BadField(f"'{name}' is not a string")
 
 
 def opt_int(value: Any, name: str) -> int | None:
+    """``value`` when it is an integer or None."""
     if value is None or type(value) is int:
         return value
     raise BadField(f"'{name}' is not an integer")
 
 
 def need_str(value: Any, name: str) -> str:
+    """``value`` when it is a string."""
     if type(value) is not str:
         raise BadField(f"'{name}' is not a string")
     return value
@@ -188,6 +193,7 @@ def runs_text(value: Any, name: str) -> str:
 
 
 def parse_reactions(value: Any) -> dict[str, int]:
+    """Reaction counts by emoji (``custom:<id>`` for custom ones)."""
     if value is None:
         return {}
     if type(value) is not list:
@@ -213,6 +219,7 @@ def parse_reactions(value: Any) -> dict[str, int]:
 
 
 def parse_buttons(value: Any) -> tuple[list[list[dict[str, Any]]], bool]:
+    """The inline keyboard's rows, and whether a button opens a URL."""
     if value is None:
         return [], False
     if type(value) is not list:

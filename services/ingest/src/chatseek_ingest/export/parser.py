@@ -76,6 +76,7 @@ class _Readable(Protocol):
 
 
 def parse_events(f: _Readable) -> Iterator[tuple[str, str, Any]]:
+    """ijson's ``(prefix, event, value)`` events of ``f``, from the C backend when present."""
     if _C_BACKEND is not None:
         events: Iterator[tuple[str, str, Any]] = _C_BACKEND.parse(f, use_float=True)
     else:

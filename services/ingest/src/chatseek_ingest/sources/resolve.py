@@ -95,6 +95,8 @@ class Resolved:
 
 @dataclass(frozen=True)
 class Candidate:
+    """A chat, folder or source a name may stand for; ``ref`` is what it resolves to."""
+
     kind: str
     title: str
     username: str | None
@@ -106,10 +108,12 @@ class Candidate:
 
 
 def flood_policy(policy: FloodPolicy | None) -> FloodPolicy:
+    """``policy``, or a default ``FloodPolicy``."""
     return policy if policy is not None else FloodPolicy()
 
 
 async def fetch_dialogs(client: TelegramClientLike, policy: FloodPolicy) -> list[Any]:
+    """Every dialog of the account, under ``policy``."""
     return await policy.call(lambda: collect(client.iter_dialogs()))
 
 
@@ -119,6 +123,7 @@ def live_dialogs(dialogs: Sequence[Any]) -> list[Any]:
 
 
 def chat_target(record: ExportChat) -> str:
+    """What to pass to ``add_source`` for a chat: ``@username``, else its marked id."""
     return f"@{record.username}" if record.username else str(record.chat_id)
 
 

@@ -23,6 +23,8 @@ CHAT_SQL = (
 
 @dataclass
 class SyncChat:
+    """A source chat's stored sync state (``CHAT_SQL``'s columns)."""
+
     chat_id: int
     type: str
     title: str
@@ -48,6 +50,7 @@ class SyncChat:
 
 
 def sync_chat_of(row: Any) -> SyncChat:
+    """The ``SyncChat`` of a ``CHAT_SQL`` row."""
     return SyncChat(
         chat_id=int(row[0]),
         type=str(row[1]),

@@ -33,7 +33,7 @@ async def resolve_sources(ctx: RunContext) -> dict[str, set[int] | None]:
     folders = []
     for source_id, kind, target in rows:
         if kind == "chat":
-            listed[source_id] = {int(target)} if is_int(target) else None
+            listed[source_id] = {int(target)} if _is_int(target) else None
         else:
             folders.append((source_id, str(target)))
     if not folders:
@@ -108,5 +108,5 @@ def work_list(
     return work, skipped
 
 
-def is_int(value: str) -> bool:
+def _is_int(value: str) -> bool:
     return value.lstrip("-").isdigit()

@@ -70,6 +70,7 @@ def extend_history_range(
 
 
 def count_messages(conn: db.Connection, account: str, chat_id: int) -> None:
+    """Recount a chat's stored messages (inside the caller's transaction)."""
     conn.execute(
         "UPDATE chats SET message_count = (SELECT COUNT(*) FROM messages m"
         " WHERE m.account = chats.account AND m.chat_id = chats.chat_id AND m.kind = 'message')"

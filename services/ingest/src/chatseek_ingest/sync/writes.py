@@ -54,6 +54,8 @@ REFUSALS = {
 
 @dataclass
 class Discussion:
+    """A channel's discussion group, remembered for this run."""
+
     record: ExportChat
 
 
@@ -132,6 +134,7 @@ def commit_batch(
     start: int,
     caught_up: bool,
 ) -> None:
+    """Store one batch of a chat with its comments, sync state and history range, at once."""
     account = ctx.account
     with db.transaction(ctx.conn):
         store.upsert_chat(ctx.conn, account, record, source_id=chat.source_id, is_import=False)
@@ -190,6 +193,7 @@ def commit_reread(
     low: int,
     top: int,
 ) -> None:
+    """Store a re-read; delete the stored messages in ``[low, top]`` it did not return."""
     account = ctx.account
     returned = {r.msg_id for r in records}
     with db.transaction(ctx.conn):
@@ -215,6 +219,7 @@ def commit_reread(
 def link_discussion(
     ctx: RunContext, chat: SyncChat, group: ExportChat, access_hash: int | None
 ) -> Discussion | None:
+    """Remember a channel's discussion group; None when it is an imported chat."""
     row = ctx.conn.execute(
         "SELECT is_import, source_id FROM chats WHERE account = ? AND chat_id = ?",
         (ctx.account, group.chat_id),

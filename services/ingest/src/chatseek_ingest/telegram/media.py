@@ -108,6 +108,7 @@ def _geo(point: Any) -> dict[str, Any]:
 
 
 def message_media(media: Any) -> ExportMedia | None:
+    """The ``ExportMedia`` of a Telethon message's media; None for a kind not kept (web pages)."""
     if isinstance(media, types.MessageMediaPhoto):
         extra: dict[str, Any] = {"ttl_s": media.ttl_seconds} if media.ttl_seconds else {}
         if not isinstance(media.photo, types.Photo):

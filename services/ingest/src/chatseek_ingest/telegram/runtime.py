@@ -124,6 +124,7 @@ async def account_client(
 
 
 def signed_out(account: str) -> NotAuthorized:
+    """The error for a session Telegram no longer accepts."""
     return NotAuthorized(
         f"the Telegram session of account {account!r} is no longer valid",
         hint="run `chatseek auth` to sign in again",
