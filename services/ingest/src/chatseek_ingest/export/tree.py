@@ -1,9 +1,10 @@
-"""The partial document the push parser fills in: complete chats and messages are handed out
-and dropped from it, so memory stays bounded whatever the export's size.
+"""The partial document the push parser fills in, walked after every chunk it was fed.
 
-Two shapes: a single-chat export (``name``/``type``/``id``/``messages`` at the top) and an
-account export (``chats.list`` and ``left_chats.list``; other sections are emptied as they
-stream). A chat's messages wait, at most ``max_pending``, for its header keys.
+Complete chats and messages are handed out and dropped from it, so memory stays bounded
+whatever the export's size. Two shapes: a single-chat export (``name``/``type``/``id``/
+``messages`` at the top) and an account export (``chats.list`` and ``left_chats.list``; other
+sections are emptied as they stream). A chat's messages wait, at most ``max_pending``, for its
+header keys.
 """
 
 from __future__ import annotations
@@ -62,6 +63,12 @@ class PartialTree:
         self._section_consumed: dict[str, int] = {}
 
     def advance(self, final: bool, fed: int) -> Iterator[ExportRecord]:
+        """The records completed since the last call; ``final`` once the document has ended.
+
+        Raises:
+            MalformedExport: a top level of neither shape (``fed`` bytes in), or a chat,
+                section or message of the wrong JSON type.
+        """
         if self._shape is None:
             self._shape = self._decide_shape(final, fed)
             if self._shape is None:
@@ -188,6 +195,7 @@ class PartialTree:
         return f"{location}.messages[{index}]" if location else f"messages[{index}]"
 
     def finish_truncated(self, at: int) -> Iterator[ExportRecord]:
+        """The complete messages of a file cut at byte ``at``, then one ``truncated`` warning."""
         cur = self._chat
         where = f"byte {at}"
         if cur is not None:

@@ -1,5 +1,6 @@
-"""What every step of one sync run shares: the connection, the client under its flood policy,
-the budget, the report and the progress it tells.
+"""What every step of one sync run shares: connection, client, budget, report and progress.
+
+The client is called through the run's flood policy, whose deadline is the budget's.
 """
 
 from __future__ import annotations
