@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from chatseek_ingest.export.chat import Chat, forum_topic
 from chatseek_ingest.export.fields import (
@@ -73,19 +73,20 @@ _SERVICE_COMMON = frozenset(
 _URL_RE = re.compile(r"\b[a-z][a-z0-9+.-]*://\S|\bwww\.\w|\bt\.me/\w", re.IGNORECASE)
 
 
-class _Extras(NamedTuple):
-    """The fields a plain message (only ``_PLAIN_KEYS``) never has."""
-
-    reply_peer: int | None
-    forwarded_from: str | None
-    forwarded_from_id: int | None
-    saved_from: str | None
-    via_bot: str | None
-    author: str | None
-    reactions: dict[str, int]
-    buttons: list[list[dict[str, Any]]]
-    media: ExportMedia | None
-    url_button: bool
+_Extras = tuple[
+    int | None,
+    str | None,
+    int | None,
+    str | None,
+    str | None,
+    str | None,
+    dict[str, int],
+    list[list[dict[str, Any]]],
+    ExportMedia | None,
+    bool,
+]
+"""``(reply_peer, forwarded_from, forwarded_from_id, saved_from, via_bot, author, reactions,
+buttons, media, url_button)``: a plain tuple, as this runs once per message."""
 
 
 def message_records(
@@ -144,7 +145,9 @@ def _normalise(
     if raw_type == "unsupported":
         raise BadField("Telegram Desktop could not export this message (unsupported)")
     service = raw_type == "service"
-    date = _date(raw)
+    unixtime = get("date_unixtime")
+    fast = parse_digits(unixtime) if type(unixtime) is str else None
+    date = fast if fast is not None and fast <= MAX_UNIXTIME else _date(raw)
     edit_date = None
     if "edited_unixtime" in raw or "edited" in raw:
         edit_date = parse_unix(get("edited_unixtime"), get("edited"), "edited")
@@ -161,14 +164,18 @@ def _normalise(
         raise BadField("'reply_to_message_id' is not an integer")
     refused: list[ExportWarning] = []
     if raw.keys() <= _PLAIN_KEYS:
-        extras = _Extras(None, None, None, None, None, None, {}, [], None, False)
+        reply_peer = forwarded_from = forwarded_from_id = saved_from = via_bot = author = None
+        reactions: dict[str, int] = {}
+        buttons: list[list[dict[str, Any]]] = []
+        media = None
     else:
         extras = _extras(cur, raw, msg_id, index, root_real, refused)
-        has_link = has_link or extras.url_button
+        reply_peer, forwarded_from, forwarded_from_id, saved_from, via_bot, author = extras[:6]
+        reactions, buttons, media, url_button = extras[6:]
+        has_link = has_link or url_button
     topic_id = None
     if cur.forum:
-        topic_id = forum_topic(cur, msg_id, reply_to, extras.reply_peer, action)
-    reactions = extras.reactions
+        topic_id = forum_topic(cur, msg_id, reply_to, reply_peer, action)
     # Positional, in field order (pinned by a test): keywords cost a third more per message.
     message = ExportMessage(
         cur.chat_id if cur.chat_id is not None else 0,
@@ -182,32 +189,28 @@ def _normalise(
         text,
         entities,
         reply_to,
-        extras.reply_peer,
+        reply_peer,
         topic_id,
-        extras.forwarded_from,
-        extras.forwarded_from_id,
-        extras.saved_from,
-        extras.via_bot,
-        extras.author,
+        forwarded_from,
+        forwarded_from_id,
+        saved_from,
+        via_bot,
+        author,
         reactions,
         sum(reactions.values()) if reactions else 0,
         action,
         {k: v for k, v in raw.items() if k not in _SERVICE_COMMON} if service else {},
-        extras.media,
+        media,
         has_link,
-        extras.buttons,
+        buttons,
         raw_type,
     )
     return message, refused
 
 
 def _date(raw: dict[str, Any]) -> int:
-    """The message's unix time, from ``date_unixtime`` (the fast path) or the ISO ``date``."""
-    unixtime = raw.get("date_unixtime")
-    fast = parse_digits(unixtime) if type(unixtime) is str else None
-    if fast is not None and fast <= MAX_UNIXTIME:
-        return fast
-    parsed = parse_unix(unixtime, raw.get("date"), "date")
+    """The message's unix time when ``date_unixtime`` is not plain digits in range."""
+    parsed = parse_unix(raw.get("date_unixtime"), raw.get("date"), "date")
     if parsed is None:
         raise BadField("it has no date")
     return parsed
@@ -241,6 +244,10 @@ def _extras(
     root_real: str,
     refused: list[ExportWarning],
 ) -> _Extras:
+    """The fields a plain message (only ``_PLAIN_KEYS``) never has; see ``_Extras``.
+
+    Refused media paths are appended to ``refused``.
+    """
     get = raw.get
     reply_peer = forwarded_from_id = None
     reactions: dict[str, int] = {}
@@ -261,7 +268,7 @@ def _extras(
         buttons, url_button = parse_buttons(get("inline_bot_buttons"))
     if not MEDIA_KEYS.isdisjoint(raw):
         media = parse_media(cur, raw, msg_id, index, root_real, refused)
-    return _Extras(
+    return (
         reply_peer,
         forwarded_from,
         forwarded_from_id,
