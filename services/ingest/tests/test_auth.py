@@ -21,7 +21,7 @@ from chatseek_ingest.auth import (
 )
 from chatseek_ingest.server import open_deps
 from chatseek_ingest.telegram import open_client, read_session, session_path
-from chatseek_ingest.telegram_runtime import account_client
+from chatseek_ingest.telegram.runtime import account_client
 from chatseek_testing.telegram import DEFAULT_CODE, DEFAULT_PHONE, FakeTelegram
 
 ACCOUNT = "main"

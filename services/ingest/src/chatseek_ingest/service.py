@@ -1,6 +1,6 @@
 """The ingest servicer: proto in, typed core call, proto out.
 
-Telegram RPCs connect one client per call (``telegram_runtime.account_client``) and run their
+Telegram RPCs connect one client per call (``telegram.runtime.account_client``) and run their
 pass over a connection of their own, since a pass hands it from thread to thread. Long passes
 stream ``OperationEvent`` progress, then their report; consumers are nudged after commits.
 """
@@ -10,12 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import asdict
-from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, cast
 
 import grpc
@@ -23,16 +19,12 @@ import grpc
 from chatseek.common.v1 import common_pb2
 from chatseek.ingest.v1 import ingest_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2_grpc
-from chatseek_core import db, feed
-from chatseek_core.aio import drain, progress_stream, stream_progress, to_thread
-from chatseek_core.errors import InvalidArgument
+from chatseek_core import db
+from chatseek_core.aio import drain, progress_stream, to_thread
 from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
-from chatseek_ingest import chats, tags
+from chatseek_ingest import chats, store, tags
 from chatseek_ingest.auth import complete_login, start_login
-from chatseek_ingest.extract import extract_pending
-from chatseek_ingest.importer import import_export
-from chatseek_ingest.media import read_export_media
 from chatseek_ingest.prune import prune_deleted
 from chatseek_ingest.schema import OWNER
 from chatseek_ingest.sources import (
@@ -45,32 +37,30 @@ from chatseek_ingest.sources import (
 )
 from chatseek_ingest.sync import SyncProgress, sync
 from chatseek_ingest.telegram import FloodPolicy, TelegramClientLike, session_path
-from chatseek_ingest.telegram_runtime import (
+from chatseek_ingest.telegram.downloads import extract_media, media_limits
+from chatseek_ingest.telegram.runtime import (
     LazyClient,
     account_client,
-    fetchable_chats,
     login_factory,
-    media_limits,
     refuse_if_syncing,
-    telegram_fetcher,
+)
+from chatseek_ingest.upload import (
+    TMP_DIR,
+    UploadChunk,
+    UploadItem,
+    UploadStart,
+    import_upload,
 )
 
 if TYPE_CHECKING:
     from chatseek_ingest.server import Deps
 
-__all__ = ["IngestServicer", "discard_stale_work"]
+__all__ = ["IngestServicer"]
 
 log = logging.getLogger(__name__)
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
-UPLOAD_PROGRESS_BYTES = 8 * 1024 * 1024
 NUDGE_MIN_INTERVAL_S = 0.5
-TMP_DIR = "tmp"
-# File systems refuse longer names (NAME_MAX); the whole path stays well inside PATH_MAX.
-MAX_NAME_BYTES = 255
-MAX_UPLOAD_PATH_BYTES = 1024
-# Work folders under <data>/tmp: an import's uploaded copy of the export, an extraction's media.
-WORK_PREFIXES = ("import-", "chatseek-media-")
 
 Progress = Callable[[Any], None]
 """Receives ``(done, total, note)`` or a ``SyncProgress``."""
@@ -96,44 +86,26 @@ def _progress_event(stage: str, value: Any) -> common_pb2.OperationEvent:
     return plain
 
 
-def discard_stale_work(data_dir: Path) -> int:
-    """Delete the work folders a killed ingest left under ``<data>/tmp``; returns how many.
-
-    A SIGKILL skips an import's ``finally``, leaving a whole copy of the uploaded export behind.
-    Call before serving: ingest is the only process writing this data dir, so none is in use.
-    """
-    root = data_dir / TMP_DIR
-    if not root.is_dir():
-        return 0
-    stale = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(WORK_PREFIXES)]
-    for folder in stale:
-        shutil.rmtree(folder, ignore_errors=True)
-    if stale:
-        log.info("removed %d work folders left by a stopped import or extraction", len(stale))
-    return len(stale)
-
-
-def _open_upload(target: Path) -> Any:
-    """The work-folder file an uploaded export file is appended to (its folder created)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return open(target, "ab")  # noqa: SIM115 - closed by the caller when its last chunk came
-
-
-def _safe_relative(path: str) -> PurePosixPath:
-    rel = PurePosixPath(path)
-    if not path or rel.is_absolute() or ".." in rel.parts or "\\" in path:
-        raise InvalidArgument(
-            f"upload path {path!r} must be relative and stay inside the export",
-            metadata={"field": "chunk.path"},
-        )
-    if len(path.encode()) > MAX_UPLOAD_PATH_BYTES or any(
-        len(part.encode()) > MAX_NAME_BYTES for part in rel.parts
-    ):
-        raise InvalidArgument(
-            "an upload path or one of its names is longer than a file system allows",
-            metadata={"field": "chunk.path"},
-        )
-    return rel
+async def _upload_items(
+    requests: AsyncIterator[pb.ImportExportRequest],
+) -> AsyncIterator[UploadItem]:
+    async for request in requests:
+        item = request.WhichOneof("item")
+        if item == "start":
+            start = request.start
+            yield UploadStart(
+                account=start.account,
+                json_name=start.json_name,
+                json_path=start.json_path,
+                folder_name=start.folder_name,
+                chat_title=start.chat_title,
+                json_size=start.json_size,
+            )
+        elif item == "chunk":
+            chunk = request.chunk
+            yield UploadChunk(path=chunk.path, data=chunk.data, last=chunk.last)
+        else:
+            yield None
 
 
 class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
@@ -213,81 +185,19 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     async def _import(
         self, request_iterator: AsyncIterator[pb.ImportExportRequest]
     ) -> AsyncIterator[pb.ImportExportResponse]:
-        """Receive the uploaded export into a work folder, import it, then remove the folder."""
-        tmp_root = self._deps.settings.data_dir / TMP_DIR
-        await to_thread(tmp_root.mkdir, parents=True, exist_ok=True)
-        workdir = Path(await to_thread(tempfile.mkdtemp, prefix="import-", dir=tmp_root))
-        try:
-            start: pb.ImportStart | None = None
-            received = 0
-            reported = 0
-            handles: dict[str, Any] = {}
-            async for request in request_iterator:
-                item = request.WhichOneof("item")
-                if item == "start":
-                    start = request.start
-                    continue
-                if item != "chunk" or start is None:
-                    raise InvalidArgument(
-                        "an import stream starts with ImportStart, then file chunks",
-                        metadata={"field": "item"},
-                    )
-                chunk = request.chunk
-                rel = _safe_relative(chunk.path)
-                handle = handles.get(chunk.path)
-                if handle is None:
-                    handle = handles[chunk.path] = await to_thread(_open_upload, workdir / rel)
-                await to_thread(handle.write, chunk.data)
-                received += len(chunk.data)
-                if chunk.last:
-                    await to_thread(handle.close)
-                    del handles[chunk.path]
-                if received - reported >= UPLOAD_PROGRESS_BYTES:
-                    reported = received
-                    yield pb.ImportExportResponse(
-                        event=operation_progress("upload", received, start.json_size, "bytes")
-                    )
-            for handle in handles.values():
-                await to_thread(handle.close)
-            if start is None:
-                raise InvalidArgument("the import stream was empty", metadata={"field": "start"})
-            json_name = start.json_name or "result.json"
-            json_path = workdir / _safe_relative(json_name)
-            label = start.json_path or str(PurePosixPath(start.folder_name or ".") / json_name)
-            conn_pool = self._deps.pool
-            account = self._account(start.account)
-
-            def run(on_progress: Callable[[Any], None]) -> dict[str, Any]:
-                report = import_export(
-                    conn_pool.get(),
-                    account,
-                    json_path,
-                    folder_name=start.folder_name or None,
-                    chat_title=start.chat_title or None,
-                    on_progress=on_progress,
-                    on_commit=committed,
-                    label=label,
-                )
-                media = read_export_media(
-                    conn_pool.get(), workdir, account, [int(c["id"]) for c in report.chats]
-                )
-                report.media_text = media
-                return report.to_dict()
-
-            committed = self._committed_hook()
-            async for kind, value in stream_progress(run):
-                if kind == "progress":
-                    done, total, note = cast(tuple[int, int, str], value)
-                    yield pb.ImportExportResponse(
-                        event=operation_progress("import", done, total, note)
-                    )
-                else:
-                    await self._deps.nudger.nudge()
-                    yield pb.ImportExportResponse(
-                        event=operation_result(cast(dict[str, Any], value))
-                    )
-        finally:
-            await to_thread(shutil.rmtree, workdir, True)
+        events = import_upload(
+            _upload_items(request_iterator),
+            data_dir=self._deps.settings.data_dir,
+            connect=self._deps.pool.get,
+            account=self._account,
+            on_commit=self._committed_hook(),
+        )
+        async for event in events:
+            if isinstance(event, tuple):
+                yield pb.ImportExportResponse(event=operation_progress(*event))
+            else:
+                await self._deps.nudger.nudge()
+                yield pb.ImportExportResponse(event=operation_result(event))
 
     # --- Telegram: auth ---
 
@@ -417,30 +327,21 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         policy = FloodPolicy(deadline=clock() + budget if budget is not None else None)
         lazy = LazyClient(settings, account, self._deps.telegram_factory)
         loop = asyncio.get_running_loop()
-        work_dir = settings.data_dir / TMP_DIR
 
         def run(on_progress: Progress) -> dict[str, Any]:
-            conn = self._deps.pool.get()
-            work_dir.mkdir(parents=True, exist_ok=True)
-            fetch = telegram_fetcher(
+            return extract_media(
+                self._deps.pool.get(),
                 loop=loop,
                 connect=lazy.get,
                 account=account,
-                chats=fetchable_chats(conn, account),
                 policy=policy,
-                max_bytes=limits.max_bytes,
-            )
-            report = extract_pending(
-                conn,
-                fetch=fetch,
                 limits=limits,
                 budget_s=budget,
                 retry_failed=request.retry_failed,
-                on_progress=lambda done, total: on_progress((done, total, "media")),
-                work_dir=work_dir,
+                on_progress=on_progress,
+                work_dir=settings.data_dir / TMP_DIR,
                 clock=clock,
             )
-            return asdict(report)
 
         async def work(on_progress: Progress) -> Mapping[str, Any]:
             return await to_thread(run, on_progress)
@@ -499,22 +400,16 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     async def AddTag(self, request: pb.AddTagRequest, context: Ctx) -> pb.AddTagResponse:
         target = self._tag_target(request.target)
 
-        def write() -> bool:
-            conn = self._deps.pool.get()
-            with db.transaction(conn):
-                return tags.add_tag(conn, request.tag, target)
-
-        return pb.AddTagResponse(added=await to_thread(write))
+        added = await to_thread(lambda: tags.add_tag(self._deps.pool.get(), request.tag, target))
+        return pb.AddTagResponse(added=added)
 
     async def RemoveTag(self, request: pb.RemoveTagRequest, context: Ctx) -> pb.RemoveTagResponse:
         target = self._tag_target(request.target)
 
-        def write() -> bool:
-            conn = self._deps.pool.get()
-            with db.transaction(conn):
-                return tags.remove_tag(conn, request.tag, target)
-
-        return pb.RemoveTagResponse(removed=await to_thread(write))
+        removed = await to_thread(
+            lambda: tags.remove_tag(self._deps.pool.get(), request.tag, target)
+        )
+        return pb.RemoveTagResponse(removed=removed)
 
     async def ListTags(self, request: pb.ListTagsRequest, context: Ctx) -> pb.ListTagsResponse:
         account = self._account(request.account)
@@ -525,22 +420,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
     async def GetStatus(self, request: pb.GetStatusRequest, context: Ctx) -> pb.GetStatusResponse:
         def read() -> pb.GetStatusResponse:
-            conn = self._deps.pool.get()
-            counts = conn.execute(
-                "SELECT (SELECT COUNT(*) FROM chats), (SELECT COUNT(*) FROM messages),"
-                " (SELECT COUNT(*) FROM media WHERE extract_state = 'pending')"
-            ).fetchone()
+            schema_version, details = store.status(self._deps.pool.get())
             return pb.GetStatusResponse(
-                status=service_status(
-                    OWNER,
-                    schema_version=db.schema_version(conn, OWNER),
-                    details={
-                        "chats": counts[0],
-                        "messages": counts[1],
-                        "media_pending": counts[2],
-                        "feed_head": feed.head(conn),
-                    },
-                )
+                status=service_status(OWNER, schema_version=schema_version, details=details)
             )
 
         return await to_thread(read)

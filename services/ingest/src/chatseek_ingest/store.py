@@ -17,10 +17,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chatseek_core import feed
+from chatseek_core import db, feed
 from chatseek_core.db import Connection
 from chatseek_core.text import normalise
 from chatseek_ingest.model import ExportChat, ExportMessage
+from chatseek_ingest.schema import OWNER
 
 __all__ = [
     "FEED_KIND",
@@ -32,6 +33,7 @@ __all__ = [
     "message_hash",
     "refresh_counts",
     "set_extracted",
+    "status",
     "store_messages",
     "upsert_chat",
 ]
@@ -338,3 +340,19 @@ def refresh_counts(conn: Connection, account: str, chat_ids: Iterable[int]) -> N
             " WHERE account = ? AND chat_id = ?",
             (account, chat_id),
         )
+
+
+def status(conn: Connection) -> tuple[int, dict[str, int]]:
+    """The schema version of ``ingest.db`` and its counts: chats, messages, pending media, feed."""
+    counts = conn.execute(
+        "SELECT (SELECT COUNT(*) FROM chats), (SELECT COUNT(*) FROM messages),"
+        " (SELECT COUNT(*) FROM media WHERE extract_state = 'pending')"
+    ).fetchone()
+    version = db.schema_version(conn, OWNER)
+    details = {
+        "chats": counts[0],
+        "messages": counts[1],
+        "media_pending": counts[2],
+        "feed_head": feed.head(conn),
+    }
+    return version, details

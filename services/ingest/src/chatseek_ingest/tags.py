@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from chatseek_core import db
 from chatseek_core.db import Connection
 from chatseek_core.errors import InvalidValue, MessageNotFound
 
@@ -64,41 +65,47 @@ def _check_target(conn: Connection, target: TagTarget) -> None:
         raise InvalidValue("a sender tag needs a sender id", metadata={"field": "sender"})
 
 
-def add_tag(conn: Connection, tag: str, target: TagTarget) -> bool:
-    """Attach ``tag``; returns False when it was already there. Call inside a transaction."""
-    validate_tag(tag)
-    _check_target(conn, target)
-    cur = conn.execute(
-        "INSERT INTO tags (tag, target, account, chat_id, sender_id, msg_id)"
-        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        (
-            tag,
-            target.kind,
-            target.account,
-            target.chat_id if target.kind != "sender" else 0,
-            target.sender_id if target.kind == "sender" else 0,
-            target.msg_id if target.kind == "message" else 0,
-        ),
+def _row(tag: str, target: TagTarget) -> tuple[str, str, str, int, int, int]:
+    """``(tag, target, account, chat_id, sender_id, msg_id)``: unused ids are 0."""
+    return (
+        tag,
+        target.kind,
+        target.account,
+        target.chat_id if target.kind != "sender" else 0,
+        target.sender_id if target.kind == "sender" else 0,
+        target.msg_id if target.kind == "message" else 0,
     )
-    return cur.rowcount > 0
+
+
+def add_tag(conn: Connection, tag: str, target: TagTarget) -> bool:
+    """Attach ``tag``; returns False when it was already there.
+
+    Runs in a transaction of its own, or joins the caller's.
+    """
+    with db.transaction(conn):
+        validate_tag(tag)
+        _check_target(conn, target)
+        cur = conn.execute(
+            "INSERT INTO tags (tag, target, account, chat_id, sender_id, msg_id)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            _row(tag, target),
+        )
+        return cur.rowcount > 0
 
 
 def remove_tag(conn: Connection, tag: str, target: TagTarget) -> bool:
-    """Detach ``tag``; returns False when it was not there. Call inside a transaction."""
-    validate_tag(tag)
-    cur = conn.execute(
-        "DELETE FROM tags WHERE tag = ? AND target = ? AND account = ? AND chat_id = ?"
-        " AND sender_id = ? AND msg_id = ?",
-        (
-            tag,
-            target.kind,
-            target.account,
-            target.chat_id if target.kind != "sender" else 0,
-            target.sender_id if target.kind == "sender" else 0,
-            target.msg_id if target.kind == "message" else 0,
-        ),
-    )
-    return cur.rowcount > 0
+    """Detach ``tag``; returns False when it was not there.
+
+    Runs in a transaction of its own, or joins the caller's.
+    """
+    with db.transaction(conn):
+        validate_tag(tag)
+        cur = conn.execute(
+            "DELETE FROM tags WHERE tag = ? AND target = ? AND account = ? AND chat_id = ?"
+            " AND sender_id = ? AND msg_id = ?",
+            _row(tag, target),
+        )
+        return cur.rowcount > 0
 
 
 def list_tags(conn: Connection, account: str) -> list[dict[str, Any]]:
