@@ -1,0 +1,52 @@
+"""Pinned JSON: compare a CLI ``--json`` document or an MCP tool result with a committed copy.
+
+The copies under ``tests/wire/`` were captured on main before results became typed messages;
+``CHATSEEK_WIRE_CAPTURE=1`` rewrites them. Only values that change from run to run (timings,
+ages) are masked; every key, every other value and every type must match exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["assert_pinned"]
+
+WIRE_DIR = Path(__file__).resolve().parent / "wire"
+CAPTURE_ENV = "CHATSEEK_WIRE_CAPTURE"
+VOLATILE = frozenset({"took_ms", "index_age_min", "last_fetched_at"})
+MASK = "<volatile>"
+
+
+def _mask(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: (MASK if k in VOLATILE and v is not None else _mask(v)) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_mask(v) for v in value]
+    return value
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with each number tagged by its JSON type, so 1 and 1.0 differ."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    return f"{type(value).__name__}:{value!r}"
+
+
+def assert_pinned(name: str, doc: Any) -> None:
+    """Assert ``doc`` equals the pinned ``tests/wire/<name>.json`` (or write it when capturing)."""
+    path = WIRE_DIR / f"{name}.json"
+    masked = _mask(doc)
+    if os.environ.get(CAPTURE_ENV) == "1":
+        path.write_text(json.dumps(masked, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        return
+    pinned = json.loads(path.read_text(encoding="utf-8"))
+    assert _typed(masked) == _typed(pinned), name
