@@ -2,9 +2,9 @@
 
 The copies under ``tests/wire/`` were captured on main before results became typed messages;
 ``CHATSEEK_WIRE_CAPTURE=1`` rewrites them. Only values that change from run to run (timings,
-ages) are masked; every key, every other value and every type must match exactly, except the
-one change the README names: main printed a whole double (a score of 1.0) as the integer 1, and
-``DOUBLE_KEYS`` now print as floats.
+ages, unit ids) are masked; every key, every other value and every type must match exactly,
+except the one change the README names: main printed a whole double (a score of 1.0) as the
+integer 1, and ``DOUBLE_KEYS`` now print as floats.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ __all__ = ["DOUBLE_KEYS", "as_typed_prints", "assert_pinned"]
 
 WIRE_DIR = Path(__file__).resolve().parent / "wire"
 CAPTURE_ENV = "CHATSEEK_WIRE_CAPTURE"
-VOLATILE = frozenset({"took_ms", "index_age_min", "last_fetched_at"})
+# Timings, ages, and unit ids (their numbering follows how the import's batches were cut).
+VOLATILE = frozenset({"took_ms", "index_age_min", "last_fetched_at", "unit_id", "unit_ids"})
 MASK = "<volatile>"
 # Double fields of the typed results: main's Struct round trip printed 1.0 as 1.
 DOUBLE_KEYS = frozenset({"score", "cosine", "took_ms", "index_age_min"})
@@ -59,6 +60,22 @@ def _typed(value: Any) -> Any:
     return f"{type(value).__name__}:{value!r}"
 
 
+def _first_difference(got: Any, want: Any, path: str = "$") -> str:
+    if isinstance(got, dict) and isinstance(want, dict):
+        for key in sorted(set(got) | set(want)):
+            if key not in got or key not in want:
+                return f"{path}.{key}: only in {'the output' if key in got else 'the pinned copy'}"
+            if got[key] != want[key]:
+                return _first_difference(got[key], want[key], f"{path}.{key}")
+    if isinstance(got, list) and isinstance(want, list):
+        if len(got) != len(want):
+            return f"{path}: {len(got)} items, pinned {len(want)}"
+        for n, (a, b) in enumerate(zip(got, want, strict=True)):
+            if a != b:
+                return _first_difference(a, b, f"{path}[{n}]")
+    return f"{path}: {got!r}, pinned {want!r}"
+
+
 def assert_pinned(name: str, doc: Any) -> None:
     """Assert ``doc`` equals the pinned ``tests/wire/<name>.json`` (or write it when capturing)."""
     path = WIRE_DIR / f"{name}.json"
@@ -66,5 +83,6 @@ def assert_pinned(name: str, doc: Any) -> None:
     if os.environ.get(CAPTURE_ENV) == "1":
         path.write_text(json.dumps(masked, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         return
-    pinned = json.loads(path.read_text(encoding="utf-8"))
-    assert _typed(masked) == _typed(as_typed_prints(pinned)), name
+    pinned = _mask(json.loads(path.read_text(encoding="utf-8")))
+    got, want = _typed(masked), _typed(as_typed_prints(pinned))
+    assert got == want, f"{name}: {_first_difference(got, want)}"

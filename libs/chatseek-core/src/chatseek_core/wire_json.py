@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 
 from chatseek.common.v1 import common_pb2
 from chatseek_core.errors import InvalidArgument
+from chatseek_core.proto_json import from_document
 
 __all__ = [
     "SEARCH_MODE_NAMES",
@@ -31,21 +32,23 @@ __all__ = [
     "mode_word",
     "parse_mode",
     "parse_source",
+    "result_json",
     "to_json",
 ]
 
 M = TypeVar("M", bound=Message)
+E = TypeVar("E", bound=int)
 # The stubs type a field as the pure-Python or the upb descriptor class; both answer alike.
 _Field = Any
 
 # The edge's one vocabulary: "telegram" (the CLI's old word) is the active account.
-SOURCE_NAMES: dict[str, int] = {
+SOURCE_NAMES: dict[str, common_pb2.Source.ValueType] = {
     "": common_pb2.SOURCE_ACTIVE,
     "active": common_pb2.SOURCE_ACTIVE,
     "telegram": common_pb2.SOURCE_ACTIVE,
     "all": common_pb2.SOURCE_ALL,
 }
-SEARCH_MODE_NAMES: dict[str, int] = {
+SEARCH_MODE_NAMES: dict[str, common_pb2.SearchMode.ValueType] = {
     "": common_pb2.SEARCH_MODE_HYBRID,
     "hybrid": common_pb2.SEARCH_MODE_HYBRID,
     "lexical": common_pb2.SEARCH_MODE_LEXICAL,
@@ -55,7 +58,7 @@ SEARCH_MODE_NAMES: dict[str, int] = {
 _prefixes: dict[str, str] = {}
 
 
-def _parse(field: str, value: str, names: dict[str, int]) -> int:
+def _parse(field: str, value: str, names: Mapping[str, E]) -> E:
     found = names.get(value.strip().lower())
     if found is None:
         words = ", ".join(name for name in names if name)
@@ -67,7 +70,7 @@ def _parse(field: str, value: str, names: dict[str, int]) -> int:
     return found
 
 
-def parse_source(value: str) -> int:
+def parse_source(value: str) -> common_pb2.Source.ValueType:
     """The ``Source`` a user's word names: active (or telegram, or empty) or all.
 
     Raises:
@@ -76,7 +79,7 @@ def parse_source(value: str) -> int:
     return _parse("source", value, SOURCE_NAMES)
 
 
-def parse_mode(value: str) -> int:
+def parse_mode(value: str) -> common_pb2.SearchMode.ValueType:
     """The ``SearchMode`` a user's word names: hybrid (or empty), lexical or dense.
 
     Raises:
@@ -162,6 +165,13 @@ def _value(field: _Field, value: Any) -> Any:
     if field.type == FieldDescriptor.TYPE_ENUM:
         return _enum_number(field.enum_type, value)
     return value
+
+
+def result_json(result: Message) -> dict[str, Any]:
+    """A reply's ``result`` as JSON, typed or still a ``Document`` (RPCs not yet typed)."""
+    if isinstance(result, common_pb2.Document):
+        return from_document(result)
+    return to_json(result)
 
 
 def from_json(doc: Mapping[str, Any], message: M) -> M:
