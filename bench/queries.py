@@ -242,6 +242,7 @@ def _strict(
     runs: int = RUNS,
     cli_runs: int = CLI_RUNS,
 ) -> Any:
+    from chatseek.common.v1 import common_pb2
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek.gateway.v1 import gateway_service_pb2_grpc
     from chatseek.lexical.v1 import lexical_service_pb2 as lpb
@@ -279,7 +280,7 @@ def _strict(
                 lexical.SearchMessages(
                     lpb.SearchMessagesRequest(
                         query=queries[i % len(queries)],
-                        source="telegram",
+                        source=common_pb2.SOURCE_ACTIVE,
                         timezone=TIMEZONE,
                         limit=LIMIT,
                     ),
@@ -290,7 +291,7 @@ def _strict(
                 gateway.SearchMessages(
                     pb.SearchMessagesRequest(
                         query=queries[i % len(queries)],
-                        source="telegram",
+                        source=common_pb2.SOURCE_ACTIVE,
                         timezone=TIMEZONE,
                         limit=LIMIT,
                     ),

@@ -468,7 +468,7 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     (
         "SearchMessages",
         "unknown source",
-        _messages_request(source="irc"),
+        _messages_request(source=UNDEFINED_SOURCE),
         "INVALID_ARGUMENT",
         "source",
     ),

@@ -176,7 +176,7 @@ MessagesSource = Annotated[
     str,
     Field(
         description="active: the active account's chats; all: every account in the store",
-        json_schema_extra={"enum": ["active", "all"]},
+        json_schema_extra={"enum": list(MESSAGE_SOURCES)},
     ),
 ]
 Timezone = Annotated[
@@ -557,12 +557,13 @@ class ChatseekTools:
         timezone: str | None,
     ) -> Any:
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
+        from chatseek_core.wire_json import parse_source
 
         text, tree_json = _lucene(query, tree)
         return pb.SearchMessagesRequest(
             query=text,
             tree_json=tree_json,
-            source=_choice("source", source, MESSAGE_SOURCES),
+            source=parse_source(source),
             chats=_specs("chats", chats),
             timezone=_text("timezone", timezone, MAX_TIMEZONE_CHARS, required=False),
         )

@@ -115,7 +115,8 @@ class SearchMessagesRequest(_message.Message):
     CONTEXT_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     tree_json: _builtins.str
-    source: _builtins.str
+    source: _common_pb2.Source.ValueType
+    """The active account (or the request's) or every account."""
     account: _builtins.str
     timezone: _builtins.str
     limit: _builtins.int
@@ -129,7 +130,7 @@ class SearchMessagesRequest(_message.Message):
         *,
         query: _builtins.str = ...,
         tree_json: _builtins.str = ...,
-        source: _builtins.str = ...,
+        source: _common_pb2.Source.ValueType = ...,
         account: _builtins.str = ...,
         chats: _abc.Iterable[_builtins.str] | None = ...,
         timezone: _builtins.str = ...,
