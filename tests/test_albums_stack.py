@@ -122,3 +122,5 @@ def test_the_thread_of_any_photo_holds_the_whole_album(stack: Stack) -> None:
 def test_the_album_hit_json_is_pinned(stack: Stack) -> None:
     doc = cli_json(stack.env, "search", "--json", "-k", "3", "--", "balcony facing the sea")
     assert_pinned("cli_search_album", doc)
+    strict = cli_json(stack.env, "messages", "search", "--json", "--", "sea OR kitchen")
+    assert_pinned("cli_messages_search_album", strict)

@@ -4,7 +4,7 @@ A private stack imports the sample export (a channel with its discussion group, 
 chats). Each case runs one CLI command or MCP tool and compares its whole document with the
 copy captured on main before fusion and the gateway answered in typed messages
 (``tests/wire_helpers.py``): hybrid hits with their comments, word-only hits, coverage and
-warnings, conversation search, thread, context and evidence.
+warnings, conversation search, strict message search, thread, context and evidence.
 """
 
 from __future__ import annotations
@@ -86,6 +86,14 @@ def _anchor(env: dict[str, str]) -> dict[str, Any]:
         ("cli_search_dense", ("search", "--mode", "dense", "--json", "-k", "3", "--", DEPOSIT)),
         ("cli_search_source_all", ("search", "--source", "all", "--json", "-k", "3", "--", SIM)),
         ("cli_conversations_search", ("conversations", "search", "--json", "--", SIM)),
+        (
+            "cli_messages_search",
+            ("messages", "search", "--json", "--limit", "5", "--", "банк* OR bank*"),
+        ),
+        (
+            "cli_messages_search_context",
+            ("messages", "search", "--json", "--limit", "3", "--context", "1", "--", "deposit"),
+        ),
     ],
 )
 def test_the_cli_search_json_is_unchanged(
@@ -107,6 +115,9 @@ def test_the_cli_reader_json_is_unchanged(env: dict[str, str]) -> None:
 
 def test_the_mcp_search_and_reader_results_are_unchanged(env: dict[str, str]) -> None:
     assert_pinned("mcp_search", _tool(env, "search", query=NOMAD, k=5))
+    assert_pinned(
+        "mcp_messages_search", _tool(env, "messages_search", query="has:file OR invoice", limit=5)
+    )
     assert_pinned(
         "mcp_conversations_search", _tool(env, "conversations_search", query=SIM, limit=3)
     )

@@ -1,10 +1,11 @@
 """Pinned JSON: compare a CLI ``--json`` document or an MCP tool result with a committed copy.
 
-The copies under ``tests/wire/`` were captured on main before results became typed messages;
-``CHATSEEK_WIRE_CAPTURE=1`` rewrites them. Only values that change from run to run (timings,
-ages, unit ids) are masked; every key, every other value and every type must match exactly,
-except the one change the README names: main printed a whole double (a score of 1.0) as the
-integer 1, and ``DOUBLE_KEYS`` now print as floats.
+The copies under ``tests/wire/`` were captured on main before results became typed messages
+(the strict-search ones just before strict search did); ``CHATSEEK_WIRE_CAPTURE=1`` rewrites
+them. Only values that change from run to run (timings, ages, page tokens, unit ids) are
+masked; every key, every other value and every type must match exactly, except the one change
+the README names: main printed a whole double (a score of 1.0) as the integer 1, and
+``DOUBLE_KEYS`` now print as floats.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ __all__ = ["DOUBLE_KEYS", "as_typed_prints", "assert_pinned"]
 
 WIRE_DIR = Path(__file__).resolve().parent / "wire"
 CAPTURE_ENV = "CHATSEEK_WIRE_CAPTURE"
-# Timings, ages, and unit ids (their numbering follows how the import's batches were cut).
-VOLATILE = frozenset({"took_ms", "index_age_min", "last_fetched_at", "unit_id", "unit_ids"})
+# Timings, ages, page tokens (they carry the time of the first page) and unit ids (their
+# numbering follows how the import's batches were cut).
+VOLATILE = frozenset(
+    {"took_ms", "index_age_min", "last_fetched_at", "next_page_token", "unit_id", "unit_ids"}
+)
 MASK = "<volatile>"
 # Double fields of the typed results: main's Struct round trip printed 1.0 as 1.
 DOUBLE_KEYS = frozenset({"score", "cosine", "took_ms", "index_age_min"})

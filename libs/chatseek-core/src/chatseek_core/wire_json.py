@@ -8,7 +8,7 @@ is shorter and says the rules in one place:
 * int64 stays an int, double stays a float (1.0 is written 1.0, never 1);
 * an enum is its value name without the enum's prefix, lower case (``CHAT_KIND_FORUM`` →
   ``"forum"``); the ``_UNSPECIFIED`` value is null;
-* an unset ``optional`` field is null, an unset message field is left out, and a field marked
+* an unset ``optional`` or message field is null, and a field marked
   ``[(chatseek.common.v1.omit_empty) = true]`` is left out when unset, empty or the default.
 """
 
@@ -154,7 +154,7 @@ def to_json(message: Message) -> dict[str, Any]:
         elif field.has_presence:
             if message.HasField(field.name):
                 out[field.name] = _scalar(field, value)
-            elif field.type != FieldDescriptor.TYPE_MESSAGE and not _omit(field):
+            elif not _omit(field):
                 out[field.name] = None
         elif not (_omit(field) and value == field.default_value):
             out[field.name] = _scalar(field, value)

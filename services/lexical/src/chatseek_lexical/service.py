@@ -18,6 +18,7 @@ from chatseek_core.aio import stream_progress, to_thread
 from chatseek_core.errors import IndexBehind, IndexNotReady, InvalidArgument
 from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
+from chatseek_core.wire_json import from_json
 from chatseek_lexical import indexer, ranked, readiness
 from chatseek_lexical.query import (
     SearchRequest,
@@ -237,7 +238,8 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
         def answer(conn: db.Connection, words_ready: bool) -> dict[str, Any]:
             return search(conn, self._search_request(request, conn, words_ready)).to_json()
 
-        return pb.SearchMessagesResponse(result=document(await self._as_of_arrival(answer)))
+        envelope = await self._as_of_arrival(answer)
+        return pb.SearchMessagesResponse(result=from_json(envelope, common_pb2.MessagesResult()))
 
     async def ParseQuery(
         self, request: pb.ParseQueryRequest, context: Ctx

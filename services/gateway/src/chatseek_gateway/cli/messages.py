@@ -88,12 +88,12 @@ def _request(args: argparse.Namespace) -> Any:
 
 def _search(args: argparse.Namespace) -> int:
     from chatseek_core.errors import ChatseekError
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
     at_least_one(args.limit, "--limit", "limit")
     request = _request(args)
     try:
-        doc = from_document(call("SearchMessages", request).result)
+        doc = to_json(call("SearchMessages", request).result)
     except ChatseekError as exc:
         raise _with_query(exc, request.query) from None
     if args.json:

@@ -600,7 +600,7 @@ class ChatseekTools:
         request.page_token = _text("page", page, MAX_PAGE_TOKEN_CHARS, required=False)
         request.newest = newest
         request.context = _int_range("context", context, 0, MAX_NEIGHBOURS)
-        return await self._document("SearchMessages", request, timeout=SEARCH_TIMEOUT_S)
+        return await self._typed("SearchMessages", request, timeout=SEARCH_TIMEOUT_S)
 
     @_tool
     async def messages_stats(

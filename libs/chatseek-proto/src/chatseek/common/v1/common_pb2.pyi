@@ -515,6 +515,7 @@ class Chat(_message.Message):
     TITLE_FIELD_NUMBER: _builtins.int
     USERNAME_FIELD_NUMBER: _builtins.int
     account: _builtins.str
+    """Absent where the result names the account beside the chat (strict search items)."""
     id: _builtins.int
     """Marked chat id (see MessageLocator)."""
     type: Global___ChatKind.ValueType
@@ -524,20 +525,24 @@ class Chat(_message.Message):
     def __init__(
         self,
         *,
-        account: _builtins.str = ...,
+        account: _builtins.str | None = ...,
         id: _builtins.int = ...,
         type: Global___ChatKind.ValueType = ...,
         title: _builtins.str | None = ...,
         username: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_title", b"_title", "_username", b"_username", "title", b"title", "username", b"username"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_account", b"_account", "_title", b"_title", "_username", b"_username", "account", b"account", "title", b"title", "username", b"username"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_title", b"_title", "_username", b"_username", "account", b"account", "id", b"id", "title", b"title", "type", b"type", "username", b"username"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_account", b"_account", "_title", b"_title", "_username", b"_username", "account", b"account", "id", b"id", "title", b"title", "type", b"type", "username", b"username"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__account: _TypeAlias = _typing.Literal["account"]  # noqa: Y015
+    _WhichOneofArgType__account: _TypeAlias = _typing.Literal["_account", b"_account"]  # noqa: Y015
     _WhichOneofReturnType__title: _TypeAlias = _typing.Literal["title"]  # noqa: Y015
     _WhichOneofArgType__title: _TypeAlias = _typing.Literal["_title", b"_title"]  # noqa: Y015
     _WhichOneofReturnType__username: _TypeAlias = _typing.Literal["username"]  # noqa: Y015
     _WhichOneofArgType__username: _TypeAlias = _typing.Literal["_username", b"_username"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__account) -> _WhichOneofReturnType__account | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__title) -> _WhichOneofReturnType__title | None: ...
     @_typing.overload
@@ -1449,8 +1454,430 @@ class EvidenceResult(_message.Message):
 
 Global___EvidenceResult: _TypeAlias = EvidenceResult  # noqa: Y015
 
+@_typing.final
+class ItemMedia(_message.Message):
+    """--- strict message search (lexical) ---
+
+    A message's media as strict search shows it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    FILE_NAME_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """photo, video, document, ..."""
+    file_name: _builtins.str
+    text: _builtins.str
+    """Text read out of it (clipped); empty when none."""
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str | None = ...,
+        file_name: _builtins.str | None = ...,
+        text: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_file_name", b"_file_name", "_kind", b"_kind", "_text", b"_text", "file_name", b"file_name", "kind", b"kind", "text", b"text"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_file_name", b"_file_name", "_kind", b"_kind", "_text", b"_text", "file_name", b"file_name", "kind", b"kind", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__file_name: _TypeAlias = _typing.Literal["file_name"]  # noqa: Y015
+    _WhichOneofArgType__file_name: _TypeAlias = _typing.Literal["_file_name", b"_file_name"]  # noqa: Y015
+    _WhichOneofReturnType__kind: _TypeAlias = _typing.Literal["kind"]  # noqa: Y015
+    _WhichOneofArgType__kind: _TypeAlias = _typing.Literal["_kind", b"_kind"]  # noqa: Y015
+    _WhichOneofReturnType__text: _TypeAlias = _typing.Literal["text"]  # noqa: Y015
+    _WhichOneofArgType__text: _TypeAlias = _typing.Literal["_text", b"_text"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__file_name) -> _WhichOneofReturnType__file_name | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__kind) -> _WhichOneofReturnType__kind | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__text) -> _WhichOneofReturnType__text | None: ...
+
+Global___ItemMedia: _TypeAlias = ItemMedia  # noqa: Y015
+
+@_typing.final
+class ItemPhoto(_message.Message):
+    """One photo (video, file) of the album a strict hit belongs to."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    SNIPPET_FIELD_NUMBER: _builtins.int
+    MEDIA_FIELD_NUMBER: _builtins.int
+    MATCHED_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    locator: _builtins.str
+    text: _builtins.str
+    snippet: _builtins.str
+    """The text with the matching words marked with **."""
+    matched: _builtins.bool
+    """True when the query matched this photo itself."""
+    @_builtins.property
+    def media(self) -> Global___ItemMedia: ...
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        locator: _builtins.str = ...,
+        text: _builtins.str = ...,
+        snippet: _builtins.str = ...,
+        media: Global___ItemMedia | None = ...,
+        matched: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["media", b"media"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["locator", b"locator", "matched", b"matched", "media", b"media", "msg_id", b"msg_id", "snippet", b"snippet", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ItemPhoto: _TypeAlias = ItemPhoto  # noqa: Y015
+
+@_typing.final
+class ContextMessage(_message.Message):
+    """A chronological neighbour of a strict hit in the same chat."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    SENDER_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    locator: _builtins.str
+    date: _builtins.str
+    """ISO 8601 UTC."""
+    text: _builtins.str
+    @_builtins.property
+    def sender(self) -> Global___Sender: ...
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        locator: _builtins.str = ...,
+        date: _builtins.str | None = ...,
+        sender: Global___Sender | None = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_date", b"_date", "date", b"date", "sender", b"sender"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_date", b"_date", "date", b"date", "locator", b"locator", "msg_id", b"msg_id", "sender", b"sender", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__date: _TypeAlias = _typing.Literal["date"]  # noqa: Y015
+    _WhichOneofArgType__date: _TypeAlias = _typing.Literal["_date", b"_date"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__date) -> _WhichOneofReturnType__date | None: ...
+
+Global___ContextMessage: _TypeAlias = ContextMessage  # noqa: Y015
+
+@_typing.final
+class ItemContext(_message.Message):
+    """The neighbours of a strict hit, each way; only when the request asked for context."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BEFORE_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def before(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContextMessage]: ...
+    @_builtins.property
+    def after(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContextMessage]: ...
+    def __init__(
+        self,
+        *,
+        before: _abc.Iterable[Global___ContextMessage] | None = ...,
+        after: _abc.Iterable[Global___ContextMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "before", b"before"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ItemContext: _TypeAlias = ItemContext  # noqa: Y015
+
+@_typing.final
+class MessageItem(_message.Message):
+    """One strict hit: a message that satisfies the query exactly."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    CHAT_FIELD_NUMBER: _builtins.int
+    SENDER_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    SNIPPET_FIELD_NUMBER: _builtins.int
+    LINK_FIELD_NUMBER: _builtins.int
+    FALLBACK_LINK_FIELD_NUMBER: _builtins.int
+    TOPIC_ID_FIELD_NUMBER: _builtins.int
+    MEDIA_FIELD_NUMBER: _builtins.int
+    ALBUM_FIELD_NUMBER: _builtins.int
+    CONTEXT_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    chat_id: _builtins.int
+    """Marked chat id."""
+    msg_id: _builtins.int
+    locator: _builtins.str
+    date: _builtins.str
+    """ISO 8601 UTC."""
+    text: _builtins.str
+    snippet: _builtins.str
+    """The text with the matching words marked with **."""
+    link: _builtins.str
+    fallback_link: _builtins.str
+    topic_id: _builtins.int
+    @_builtins.property
+    def chat(self) -> Global___Chat: ...
+    @_builtins.property
+    def sender(self) -> Global___Sender: ...
+    @_builtins.property
+    def media(self) -> Global___ItemMedia:
+        """null when the message has no media."""
+
+    @_builtins.property
+    def album(self) -> _containers.RepeatedCompositeFieldContainer[Global___ItemPhoto]:
+        """Every photo of the hit's album, in order; absent outside albums."""
+
+    @_builtins.property
+    def context(self) -> Global___ItemContext: ...
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        chat_id: _builtins.int = ...,
+        msg_id: _builtins.int = ...,
+        locator: _builtins.str = ...,
+        chat: Global___Chat | None = ...,
+        sender: Global___Sender | None = ...,
+        date: _builtins.str | None = ...,
+        text: _builtins.str = ...,
+        snippet: _builtins.str = ...,
+        link: _builtins.str = ...,
+        fallback_link: _builtins.str | None = ...,
+        topic_id: _builtins.int | None = ...,
+        media: Global___ItemMedia | None = ...,
+        album: _abc.Iterable[Global___ItemPhoto] | None = ...,
+        context: Global___ItemContext | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_date", b"_date", "_fallback_link", b"_fallback_link", "_topic_id", b"_topic_id", "chat", b"chat", "context", b"context", "date", b"date", "fallback_link", b"fallback_link", "media", b"media", "sender", b"sender", "topic_id", b"topic_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_date", b"_date", "_fallback_link", b"_fallback_link", "_topic_id", b"_topic_id", "account", b"account", "album", b"album", "chat", b"chat", "chat_id", b"chat_id", "context", b"context", "date", b"date", "fallback_link", b"fallback_link", "link", b"link", "locator", b"locator", "media", b"media", "msg_id", b"msg_id", "sender", b"sender", "snippet", b"snippet", "text", b"text", "topic_id", b"topic_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__date: _TypeAlias = _typing.Literal["date"]  # noqa: Y015
+    _WhichOneofArgType__date: _TypeAlias = _typing.Literal["_date", b"_date"]  # noqa: Y015
+    _WhichOneofReturnType__fallback_link: _TypeAlias = _typing.Literal["fallback_link"]  # noqa: Y015
+    _WhichOneofArgType__fallback_link: _TypeAlias = _typing.Literal["_fallback_link", b"_fallback_link"]  # noqa: Y015
+    _WhichOneofReturnType__topic_id: _TypeAlias = _typing.Literal["topic_id"]  # noqa: Y015
+    _WhichOneofArgType__topic_id: _TypeAlias = _typing.Literal["_topic_id", b"_topic_id"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__date) -> _WhichOneofReturnType__date | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__fallback_link) -> _WhichOneofReturnType__fallback_link | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__topic_id) -> _WhichOneofReturnType__topic_id | None: ...
+
+Global___MessageItem: _TypeAlias = MessageItem  # noqa: Y015
+
+@_typing.final
+class QueryInfo(_message.Message):
+    """What a strict search ran: language and versions, the timezone used and the order applied."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LANGUAGE_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    FIELDS_VERSION_FIELD_NUMBER: _builtins.int
+    PRESET_VERSION_FIELD_NUMBER: _builtins.int
+    TIMEZONE_FIELD_NUMBER: _builtins.int
+    ORDER_FIELD_NUMBER: _builtins.int
+    language: _builtins.str
+    """"lucene-v1"."""
+    version: _builtins.int
+    fields_version: _builtins.int
+    preset_version: _builtins.int
+    timezone: _builtins.str
+    """The IANA timezone calendar days were taken in."""
+    order: _builtins.str
+    """relevance or newest."""
+    def __init__(
+        self,
+        *,
+        language: _builtins.str = ...,
+        version: _builtins.int = ...,
+        fields_version: _builtins.int = ...,
+        preset_version: _builtins.int = ...,
+        timezone: _builtins.str = ...,
+        order: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fields_version", b"fields_version", "language", b"language", "order", b"order", "preset_version", b"preset_version", "timezone", b"timezone", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryInfo: _TypeAlias = QueryInfo  # noqa: Y015
+
+@_typing.final
+class AccountCoverage(_message.Message):
+    """One searched account: its provider and how many of its chats are complete."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    PROVIDER_FIELD_NUMBER: _builtins.int
+    CHATS_FIELD_NUMBER: _builtins.int
+    CHATS_COMPLETE_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    provider: _builtins.str
+    """telegram, or import."""
+    chats: _builtins.int
+    chats_complete: _builtins.int
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        provider: _builtins.str = ...,
+        chats: _builtins.int = ...,
+        chats_complete: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "chats", b"chats", "chats_complete", b"chats_complete", "provider", b"provider"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AccountCoverage: _TypeAlias = AccountCoverage  # noqa: Y015
+
+@_typing.final
+class CoveredChat(_message.Message):
+    """One chat a strict search covered and how complete its local copy is."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    HISTORY_COMPLETE_FIELD_NUMBER: _builtins.int
+    LAST_FETCHED_AT_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    chat_id: _builtins.int
+    """Marked chat id."""
+    title: _builtins.str
+    type: Global___ChatKind.ValueType
+    history_complete: _builtins.bool
+    last_fetched_at: _builtins.str
+    """ISO 8601 UTC of the last fetch; null when never synced."""
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        chat_id: _builtins.int = ...,
+        title: _builtins.str = ...,
+        type: Global___ChatKind.ValueType = ...,
+        history_complete: _builtins.bool = ...,
+        last_fetched_at: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_last_fetched_at", b"_last_fetched_at", "last_fetched_at", b"last_fetched_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_last_fetched_at", b"_last_fetched_at", "account", b"account", "chat_id", b"chat_id", "history_complete", b"history_complete", "last_fetched_at", b"last_fetched_at", "title", b"title", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__last_fetched_at: _TypeAlias = _typing.Literal["last_fetched_at"]  # noqa: Y015
+    _WhichOneofArgType__last_fetched_at: _TypeAlias = _typing.Literal["_last_fetched_at", b"_last_fetched_at"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__last_fetched_at) -> _WhichOneofReturnType__last_fetched_at | None: ...
+
+Global___CoveredChat: _TypeAlias = CoveredChat  # noqa: Y015
+
+@_typing.final
+class MessagesCoverage(_message.Message):
+    """What a strict answer covers. inventory_complete is false: the store does not verify that it
+    holds every chat of an account.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNTS_FIELD_NUMBER: _builtins.int
+    CHATS_FIELD_NUMBER: _builtins.int
+    INVENTORY_COMPLETE_FIELD_NUMBER: _builtins.int
+    inventory_complete: _builtins.bool
+    @_builtins.property
+    def accounts(self) -> _containers.RepeatedCompositeFieldContainer[Global___AccountCoverage]: ...
+    @_builtins.property
+    def chats(self) -> _containers.RepeatedCompositeFieldContainer[Global___CoveredChat]: ...
+    def __init__(
+        self,
+        *,
+        accounts: _abc.Iterable[Global___AccountCoverage] | None = ...,
+        chats: _abc.Iterable[Global___CoveredChat] | None = ...,
+        inventory_complete: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "chats", b"chats", "inventory_complete", b"inventory_complete"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MessagesCoverage: _TypeAlias = MessagesCoverage  # noqa: Y015
+
+@_typing.final
+class MessagesResult(_message.Message):
+    """The answer of a strict message search (one page)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITEMS_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    HAS_MORE_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    WORDS_READY_FIELD_NUMBER: _builtins.int
+    COVERAGE_FIELD_NUMBER: _builtins.int
+    page: _builtins.int
+    """1-based page number."""
+    limit: _builtins.int
+    has_more: _builtins.bool
+    next_page_token: _builtins.str
+    """Opaque token of the next page; null on the last one."""
+    words_ready: _builtins.bool
+    """False while the word index is still catching up with the store."""
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageItem]: ...
+    @_builtins.property
+    def query(self) -> Global___QueryInfo: ...
+    @_builtins.property
+    def coverage(self) -> Global___MessagesCoverage: ...
+    def __init__(
+        self,
+        *,
+        items: _abc.Iterable[Global___MessageItem] | None = ...,
+        page: _builtins.int = ...,
+        limit: _builtins.int = ...,
+        has_more: _builtins.bool = ...,
+        next_page_token: _builtins.str | None = ...,
+        query: Global___QueryInfo | None = ...,
+        words_ready: _builtins.bool = ...,
+        coverage: Global___MessagesCoverage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_next_page_token", b"_next_page_token", "coverage", b"coverage", "next_page_token", b"next_page_token", "query", b"query"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_next_page_token", b"_next_page_token", "coverage", b"coverage", "has_more", b"has_more", "items", b"items", "limit", b"limit", "next_page_token", b"next_page_token", "page", b"page", "query", b"query", "words_ready", b"words_ready"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__next_page_token: _TypeAlias = _typing.Literal["next_page_token"]  # noqa: Y015
+    _WhichOneofArgType__next_page_token: _TypeAlias = _typing.Literal["_next_page_token", b"_next_page_token"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__next_page_token) -> _WhichOneofReturnType__next_page_token | None: ...
+
+Global___MessagesResult: _TypeAlias = MessagesResult  # noqa: Y015
+
 OMIT_EMPTY_FIELD_NUMBER: _builtins.int
 omit_empty: _extension_dict._ExtensionFieldDescriptor[_descriptor_pb2.FieldOptions, _builtins.bool]
-"""Leave the field out when unset (optional), empty (repeated) or the default (scalar);
-without it an unset optional field is written as null.
+"""Leave the field out when unset (optional or message), empty (repeated) or the default
+(scalar); without it an unset optional or message field is written as null.
 """
