@@ -4,7 +4,8 @@ A private stack imports the sample export (a channel with its discussion group, 
 chats). Each case runs one CLI command or MCP tool and compares its whole document with the
 copy captured on main before fusion and the gateway answered in typed messages
 (``tests/wire_helpers.py``): hybrid hits with their comments, word-only hits, coverage and
-warnings, conversation search, strict message search, thread, context and evidence.
+warnings, conversation search and its readers, strict message search, thread, context and
+evidence.
 """
 
 from __future__ import annotations
@@ -126,3 +127,23 @@ def test_the_mcp_search_and_reader_results_are_unchanged(env: dict[str, str]) ->
     assert_pinned("mcp_thread", _tool(env, "thread", chat=chat, msg_id=msg))
     assert_pinned("mcp_context", _tool(env, "context", chat=chat, msg_id=msg, before=2, after=2))
     assert_pinned("mcp_evidence", _tool(env, "evidence", locators=hit["locators"][:2]))
+
+
+def test_the_conversation_reader_json_is_unchanged(env: dict[str, str]) -> None:
+    first = cli_json(env, "conversations", "search", "--json", "--", SIM)["results"][0]
+    chat, conversation = str(first["read"]["chat"]), first["read"]["conversation_id"]
+    msg = first["evidence"][0]["msg_ids"][-1]
+    listed = cli_json(env, "conversations", "list", "--chat", chat, "--limit", "5", "--json")
+    assert_pinned("cli_conversations_list", listed)
+    shown = cli_json(env, "conversations", "show", str(conversation), "--chat", chat, "--json")
+    assert_pinned("cli_conversations_show", shown)
+    links = cli_json(env, "messages", "links", "--json", "--", chat, str(msg))
+    assert_pinned("cli_message_links", links)
+    assert_pinned(
+        "mcp_conversations_list", _tool(env, "conversations_list", chat=int(chat), limit=3)
+    )
+    assert_pinned(
+        "mcp_conversations_show",
+        _tool(env, "conversations_show", chat=int(chat), conversation_id=conversation),
+    )
+    assert_pinned("mcp_message_links", _tool(env, "message_links", chat=int(chat), msg_id=msg))

@@ -26,7 +26,7 @@ VOLATILE = frozenset(
 )
 MASK = "<volatile>"
 # Double fields of the typed results: main's Struct round trip printed 1.0 as 1.
-DOUBLE_KEYS = frozenset({"score", "cosine", "took_ms", "index_age_min"})
+DOUBLE_KEYS = frozenset({"score", "cosine", "confidence", "took_ms", "index_age_min"})
 
 
 def _mask(value: Any) -> Any:

@@ -22,6 +22,9 @@ RESULTS: dict[str, type[Message]] = {
     "context": common_pb2.ContextResult,
     "evidence": common_pb2.EvidenceResult,
     "messages_search": common_pb2.MessagesResult,
+    "conversations_list": common_pb2.ConversationList,
+    "conversations_show": common_pb2.ConversationView,
+    "message_links": common_pb2.MessageLinksResult,
 }
 MCP_ONLY = ("synced",)
 

@@ -98,10 +98,10 @@ def register_message_links(messages_sub: Any) -> None:
 
 
 def _doc(method: str, request: Any, *, idempotent: bool = True) -> dict[str, Any]:
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import result_json
 
     reply = call(method, request, timeout=READ_TIMEOUT_S, idempotent=idempotent)
-    return from_document(reply.result)
+    return result_json(reply.result)
 
 
 def _preview(text: str) -> str:

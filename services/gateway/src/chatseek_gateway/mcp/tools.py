@@ -677,7 +677,7 @@ class ChatseekTools:
             since=_text("since", since, MAX_BOUND_CHARS, required=False),
             limit=_int_range("limit", limit, 1, MAX_CONVERSATIONS_LISTED),
         )
-        return await self._document("ListConversations", request)
+        return await self._typed("ListConversations", request)
 
     @_tool
     async def conversations_show(
@@ -693,7 +693,7 @@ class ChatseekTools:
         request = pb.ShowConversationRequest(
             chat=_spec("chat", chat), conversation_id=conversation_id
         )
-        return await self._document("ShowConversation", request)
+        return await self._typed("ShowConversation", request)
 
     @_tool
     async def message_links(self, chat: ChatSpec, msg_id: MsgId) -> dict[str, Any]:
@@ -704,7 +704,7 @@ class ChatseekTools:
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
         request = pb.MessageLinksRequest(chat=_spec("chat", chat), msg_id=msg_id)
-        return await self._document("MessageLinks", request)
+        return await self._typed("MessageLinks", request)
 
     # --- readers ---
 

@@ -1876,6 +1876,315 @@ class MessagesResult(_message.Message):
 
 Global___MessagesResult: _TypeAlias = MessagesResult  # noqa: Y015
 
+@_typing.final
+class ConversationSummary(_message.Message):
+    """--- conversation readers (unitize) ---
+
+    One conversation of a chat's current build, as a list shows it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    FIRST_MSG_ID_FIELD_NUMBER: _builtins.int
+    LAST_MSG_ID_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    PARTICIPANTS_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.int
+    """Ids change between builds."""
+    first_msg_id: _builtins.int
+    last_msg_id: _builtins.int
+    start: _builtins.str
+    """ISO 8601 UTC."""
+    end: _builtins.str
+    message_count: _builtins.int
+    locator: _builtins.str
+    """Locator of the first message."""
+    @_builtins.property
+    def participants(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Display names of the senders."""
+
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.int = ...,
+        first_msg_id: _builtins.int = ...,
+        last_msg_id: _builtins.int = ...,
+        start: _builtins.str = ...,
+        end: _builtins.str = ...,
+        message_count: _builtins.int = ...,
+        participants: _abc.Iterable[_builtins.str] | None = ...,
+        locator: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "end", b"end", "first_msg_id", b"first_msg_id", "last_msg_id", b"last_msg_id", "locator", b"locator", "message_count", b"message_count", "participants", b"participants", "start", b"start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationSummary: _TypeAlias = ConversationSummary  # noqa: Y015
+
+@_typing.final
+class ConversationList(_message.Message):
+    """The conversations of a chat's current build, newest first."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    BUILD_ID_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    """Marked chat id."""
+    build_id: _builtins.int
+    total: _builtins.int
+    """Conversations since the bound, of which these are the first."""
+    note: _builtins.str
+    @_builtins.property
+    def conversations(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationSummary]: ...
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        build_id: _builtins.int | None = ...,
+        total: _builtins.int = ...,
+        conversations: _abc.Iterable[Global___ConversationSummary] | None = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_build_id", b"_build_id", "build_id", b"build_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_build_id", b"_build_id", "build_id", b"build_id", "chat_id", b"chat_id", "conversations", b"conversations", "note", b"note", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__build_id: _TypeAlias = _typing.Literal["build_id"]  # noqa: Y015
+    _WhichOneofArgType__build_id: _TypeAlias = _typing.Literal["_build_id", b"_build_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__build_id) -> _WhichOneofReturnType__build_id | None: ...
+
+Global___ConversationList: _TypeAlias = ConversationList  # noqa: Y015
+
+@_typing.final
+class ConversationMessage(_message.Message):
+    """One message of a conversation with the link that placed it there."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    PARENT_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    SENDER_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    MEDIA_FIELD_NUMBER: _builtins.int
+    MEDIA_TEXT_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    locator: _builtins.str
+    parent_id: _builtins.int
+    """The chosen parent; null when the message starts the conversation."""
+    reason: _builtins.str
+    """reply, agent, mention, same-author, new, ..."""
+    confidence: _builtins.float
+    """0..1."""
+    deleted: _builtins.bool
+    """True when the message was deleted after the build; absent otherwise."""
+    date: _builtins.str
+    """ISO 8601 UTC; null for a deleted message."""
+    sender: _builtins.str
+    """The sender's display name; null for a deleted message."""
+    text: _builtins.str
+    media: _builtins.str
+    """The media kind; null when none."""
+    media_text: _builtins.str
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        locator: _builtins.str = ...,
+        parent_id: _builtins.int | None = ...,
+        reason: _builtins.str = ...,
+        confidence: _builtins.float = ...,
+        deleted: _builtins.bool = ...,
+        date: _builtins.str | None = ...,
+        sender: _builtins.str | None = ...,
+        text: _builtins.str = ...,
+        media: _builtins.str | None = ...,
+        media_text: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_date", b"_date", "_media", b"_media", "_media_text", b"_media_text", "_parent_id", b"_parent_id", "_sender", b"_sender", "date", b"date", "media", b"media", "media_text", b"media_text", "parent_id", b"parent_id", "sender", b"sender"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_date", b"_date", "_media", b"_media", "_media_text", b"_media_text", "_parent_id", b"_parent_id", "_sender", b"_sender", "confidence", b"confidence", "date", b"date", "deleted", b"deleted", "locator", b"locator", "media", b"media", "media_text", b"media_text", "msg_id", b"msg_id", "parent_id", b"parent_id", "reason", b"reason", "sender", b"sender", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__date: _TypeAlias = _typing.Literal["date"]  # noqa: Y015
+    _WhichOneofArgType__date: _TypeAlias = _typing.Literal["_date", b"_date"]  # noqa: Y015
+    _WhichOneofReturnType__media: _TypeAlias = _typing.Literal["media"]  # noqa: Y015
+    _WhichOneofArgType__media: _TypeAlias = _typing.Literal["_media", b"_media"]  # noqa: Y015
+    _WhichOneofReturnType__media_text: _TypeAlias = _typing.Literal["media_text"]  # noqa: Y015
+    _WhichOneofArgType__media_text: _TypeAlias = _typing.Literal["_media_text", b"_media_text"]  # noqa: Y015
+    _WhichOneofReturnType__parent_id: _TypeAlias = _typing.Literal["parent_id"]  # noqa: Y015
+    _WhichOneofArgType__parent_id: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id"]  # noqa: Y015
+    _WhichOneofReturnType__sender: _TypeAlias = _typing.Literal["sender"]  # noqa: Y015
+    _WhichOneofArgType__sender: _TypeAlias = _typing.Literal["_sender", b"_sender"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__date) -> _WhichOneofReturnType__date | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__media) -> _WhichOneofReturnType__media | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__media_text) -> _WhichOneofReturnType__media_text | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__parent_id) -> _WhichOneofReturnType__parent_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__sender) -> _WhichOneofReturnType__sender | None: ...
+
+Global___ConversationMessage: _TypeAlias = ConversationMessage  # noqa: Y015
+
+@_typing.final
+class ConversationView(_message.Message):
+    """One conversation of the current build, its messages in date order."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    BUILD_ID_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    build_id: _builtins.int
+    conversation_id: _builtins.int
+    note: _builtins.str
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationMessage]: ...
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        build_id: _builtins.int | None = ...,
+        conversation_id: _builtins.int = ...,
+        messages: _abc.Iterable[Global___ConversationMessage] | None = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_build_id", b"_build_id", "build_id", b"build_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_build_id", b"_build_id", "build_id", b"build_id", "chat_id", b"chat_id", "conversation_id", b"conversation_id", "messages", b"messages", "note", b"note"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__build_id: _TypeAlias = _typing.Literal["build_id"]  # noqa: Y015
+    _WhichOneofArgType__build_id: _TypeAlias = _typing.Literal["_build_id", b"_build_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__build_id) -> _WhichOneofReturnType__build_id | None: ...
+
+Global___ConversationView: _TypeAlias = ConversationView  # noqa: Y015
+
+@_typing.final
+class LinkStep(_message.Message):
+    """One step of a message's chosen parent chain."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    PARENT_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    parent_id: _builtins.int
+    """null at the conversation's start."""
+    reason: _builtins.str
+    confidence: _builtins.float
+    """0..1."""
+    locator: _builtins.str
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        parent_id: _builtins.int | None = ...,
+        reason: _builtins.str = ...,
+        confidence: _builtins.float = ...,
+        locator: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id", "parent_id", b"parent_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id", "confidence", b"confidence", "locator", b"locator", "msg_id", b"msg_id", "parent_id", b"parent_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__parent_id: _TypeAlias = _typing.Literal["parent_id"]  # noqa: Y015
+    _WhichOneofArgType__parent_id: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__parent_id) -> _WhichOneofReturnType__parent_id | None: ...
+
+Global___LinkStep: _TypeAlias = LinkStep  # noqa: Y015
+
+@_typing.final
+class RejectedCandidate(_message.Message):
+    """A parent candidate the linker weighed and did not choose."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CANDIDATE_ID_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    candidate_id: _builtins.int
+    """null for the "starts a new conversation" candidate."""
+    score: _builtins.float
+    def __init__(
+        self,
+        *,
+        candidate_id: _builtins.int | None = ...,
+        score: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_candidate_id", b"_candidate_id", "candidate_id", b"candidate_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_candidate_id", b"_candidate_id", "candidate_id", b"candidate_id", "score", b"score"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__candidate_id: _TypeAlias = _typing.Literal["candidate_id"]  # noqa: Y015
+    _WhichOneofArgType__candidate_id: _TypeAlias = _typing.Literal["_candidate_id", b"_candidate_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__candidate_id) -> _WhichOneofReturnType__candidate_id | None: ...
+
+Global___RejectedCandidate: _TypeAlias = RejectedCandidate  # noqa: Y015
+
+@_typing.final
+class MessageLinksResult(_message.Message):
+    """A message's chosen parent chain, itself first, and the rejected candidates."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    BUILD_ID_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    CHAIN_FIELD_NUMBER: _builtins.int
+    REJECTED_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    build_id: _builtins.int
+    msg_id: _builtins.int
+    conversation_id: _builtins.int
+    note: _builtins.str
+    @_builtins.property
+    def chain(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkStep]: ...
+    @_builtins.property
+    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___RejectedCandidate]: ...
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        build_id: _builtins.int | None = ...,
+        msg_id: _builtins.int = ...,
+        conversation_id: _builtins.int = ...,
+        chain: _abc.Iterable[Global___LinkStep] | None = ...,
+        rejected: _abc.Iterable[Global___RejectedCandidate] | None = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_build_id", b"_build_id", "build_id", b"build_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_build_id", b"_build_id", "build_id", b"build_id", "chain", b"chain", "chat_id", b"chat_id", "conversation_id", b"conversation_id", "msg_id", b"msg_id", "note", b"note", "rejected", b"rejected"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__build_id: _TypeAlias = _typing.Literal["build_id"]  # noqa: Y015
+    _WhichOneofArgType__build_id: _TypeAlias = _typing.Literal["_build_id", b"_build_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__build_id) -> _WhichOneofReturnType__build_id | None: ...
+
+Global___MessageLinksResult: _TypeAlias = MessageLinksResult  # noqa: Y015
+
 OMIT_EMPTY_FIELD_NUMBER: _builtins.int
 omit_empty: _extension_dict._ExtensionFieldDescriptor[_descriptor_pb2.FieldOptions, _builtins.bool]
 """Leave the field out when unset (optional or message), empty (repeated) or the default

@@ -534,11 +534,11 @@ class ListConversationsResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.ConversationList: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ConversationList | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -579,11 +579,11 @@ class ShowConversationResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.ConversationView: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ConversationView | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -624,11 +624,11 @@ class MessageLinksResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.MessageLinksResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.MessageLinksResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
