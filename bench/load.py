@@ -156,7 +156,7 @@ def _requests(n: int, targets: list[tuple[str, int]]) -> Iterator[tuple[str, str
         i += 1
         if i % 3 == 0:
             q = HYBRID_QUERIES[i % len(HYBRID_QUERIES)]
-            yield "hybrid", "Search", pb.SearchRequest(query=q, mode="hybrid", k=10)
+            yield "hybrid", "Search", pb.SearchRequest(query=q, k=10)
         elif i % 3 == 1:
             q = STRICT_QUERIES[i % len(STRICT_QUERIES)]
             request = pb.SearchMessagesRequest(query=q, limit=20, timezone="UTC")
@@ -174,7 +174,7 @@ def _client(
     targets: list[tuple[str, int]],
     timeout_s: float,
 ) -> None:
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import result_json
 
     stub = gateway_stub(addr)
     for kind, method, request in _requests(n, targets):
@@ -186,7 +186,7 @@ def _client(
         except grpc.RpcError as err:
             time.sleep(tally.error(kind, err))
             continue
-        tally.ok(kind, time.perf_counter() - started, from_document(reply.result))
+        tally.ok(kind, time.perf_counter() - started, result_json(reply.result))
 
 
 def run_load(

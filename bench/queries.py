@@ -120,6 +120,7 @@ class _LocalSignals:
 
 def _in_process(settings: Any) -> tuple[Callable[[str, str, bool], Any], Callable[[], None]]:
     """A function running one hybrid search in-process, and a closer."""
+    from chatseek.common.v1 import common_pb2
     from chatseek.ingest.v1 import ingest_service_pb2_grpc
     from chatseek_core import config as config_file
     from chatseek_core import db
@@ -148,7 +149,7 @@ def _in_process(settings: Any) -> tuple[Callable[[str, str, bool], Any], Callabl
             flt, _ = await resolve_scope(
                 ingest_service_pb2_grpc.IngestServiceStub(channel),
                 chats=[],
-                source="telegram",
+                source=common_pb2.SOURCE_ACTIVE,
                 account="",
                 default_account=settings.account,
                 since=0,
@@ -183,6 +184,7 @@ def _ranked(
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek.gateway.v1 import gateway_service_pb2_grpc
     from chatseek_core.client import sync_channel
+    from chatseek_core.wire_json import parse_mode
 
     channel = sync_channel(settings.addr("gateway"))
     stub = gateway_service_pb2_grpc.GatewayServiceStub(channel)
@@ -194,7 +196,10 @@ def _ranked(
 
             def grpc_call(i: int, mode: str = mode, rerank: bool = rerank) -> None:
                 q = RANKED[i % len(RANKED)]
-                stub.Search(pb.SearchRequest(query=q, mode=mode, k=10, rerank=rerank), timeout=60)
+                stub.Search(
+                    pb.SearchRequest(query=q, mode=parse_mode(mode), k=10, rerank=rerank),
+                    timeout=60,
+                )
 
             def local(i: int, mode: str = mode, rerank: bool = rerank) -> None:
                 run(RANKED[i % len(RANKED)], mode, rerank)
@@ -237,6 +242,7 @@ def _strict(
     runs: int = RUNS,
     cli_runs: int = CLI_RUNS,
 ) -> Any:
+    from chatseek.common.v1 import common_pb2
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek.gateway.v1 import gateway_service_pb2_grpc
     from chatseek.lexical.v1 import lexical_service_pb2 as lpb
@@ -274,7 +280,7 @@ def _strict(
                 lexical.SearchMessages(
                     lpb.SearchMessagesRequest(
                         query=queries[i % len(queries)],
-                        source="telegram",
+                        source=common_pb2.SOURCE_ACTIVE,
                         timezone=TIMEZONE,
                         limit=LIMIT,
                     ),
@@ -285,7 +291,7 @@ def _strict(
                 gateway.SearchMessages(
                     pb.SearchMessagesRequest(
                         query=queries[i % len(queries)],
-                        source="telegram",
+                        source=common_pb2.SOURCE_ACTIVE,
                         timezone=TIMEZONE,
                         limit=LIMIT,
                     ),

@@ -169,14 +169,14 @@ def _search(
     stack: Stack, mode: str, question: str, chat_ids: list[int], rerank: bool
 ) -> tuple[list[dict[str, Any]], float]:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import parse_mode, to_json
 
     if mode == "conversations":
         question_request = pb.SearchConversationsRequest(
             question=question, chats=[str(c) for c in chat_ids], k=K
         )
         started = time.perf_counter()
-        doc = from_document(
+        doc = to_json(
             stack.stub.SearchConversations(question_request, timeout=SEARCH_TIMEOUT_S).result
         )
         took = time.perf_counter() - started
@@ -192,13 +192,13 @@ def _search(
     request = pb.SearchRequest(
         query=question,
         chats=[str(c) for c in chat_ids],
-        mode="hybrid" if mode == "hybrid+rerank" else mode,
+        mode=parse_mode("hybrid" if mode == "hybrid+rerank" else mode),
         k=K,
         full=True,
         rerank=rerank,
     )
     started = time.perf_counter()
-    doc = from_document(stack.stub.Search(request, timeout=SEARCH_TIMEOUT_S).result)
+    doc = to_json(stack.stub.Search(request, timeout=SEARCH_TIMEOUT_S).result)
     took = time.perf_counter() - started
     return [{"ids": h["msg_ids"], "text": h.get("text", "")} for h in doc["hits"]], took
 

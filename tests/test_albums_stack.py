@@ -21,6 +21,7 @@ from chatseek_core import db
 from chatseek_unitize.cutting import ALBUM_INDENT
 from tests.fault_helpers import ALBUM_CAPTIONS, Stack, start_fake_ingest
 from tests.stack_helpers import cli, cli_json, settle, stack_env
+from tests.wire_helpers import assert_pinned
 
 QUESTION = 2
 PHOTOS = [3, 4, 5]
@@ -116,3 +117,10 @@ def test_the_thread_of_any_photo_holds_the_whole_album(stack: Stack) -> None:
     doc = cli_json(stack.env, "thread", "--json", "--", "@flathunt", str(PHOTOS[0]))
     assert doc["root_msg_id"] == QUESTION
     assert [m["msg_id"] for m in doc["messages"]] == [QUESTION, *PHOTOS, REPLY]
+
+
+def test_the_album_hit_json_is_pinned(stack: Stack) -> None:
+    doc = cli_json(stack.env, "search", "--json", "-k", "3", "--", "balcony facing the sea")
+    assert_pinned("cli_search_album", doc)
+    strict = cli_json(stack.env, "messages", "search", "--json", "--", "sea OR kitchen")
+    assert_pinned("cli_messages_search_album", strict)

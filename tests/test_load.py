@@ -26,10 +26,11 @@ import pytest
 
 from bench.generate import generate
 from bench.load import CLIENTS, HYBRID_QUERIES, Tally, gateway_stub, run_load
+from chatseek.common.v1 import common_pb2
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
 from chatseek_core.client import decode_error
-from chatseek_core.proto_json import from_document
 from chatseek_core.server import DEFAULT_MAX_CONCURRENT_PER_METHOD
+from chatseek_core.wire_json import to_json
 from tests.fault_helpers import (
     Operation,
     Stack,
@@ -78,7 +79,7 @@ def test_a_method_past_its_concurrency_limit_sheds_with_a_retry_hint(small_stack
     fusion = small_stack.pid("fusion")
     assert fusion is not None
     stub = _stub(small_stack)
-    request = pb.SearchRequest(query="bank account", mode="lexical", k=5)
+    request = pb.SearchRequest(query="bank account", mode=common_pb2.SEARCH_MODE_LEXICAL, k=5)
     os.kill(fusion, signal.SIGSTOP)  # every Search now waits on fusion inside the gateway
     try:
         calls = [
@@ -114,17 +115,17 @@ def test_hybrid_search_answers_from_words_within_its_deadline_when_embed_stalls(
     embed = small_stack.pid("embed")
     assert embed is not None
     stub = _stub(small_stack)
-    request = pb.SearchRequest(query="bank account", mode="hybrid", k=5)
+    request = pb.SearchRequest(query="bank account", k=5)
     stub.Search(request, timeout=QUICK_TIMEOUT_S)  # every channel to embed is connected
     os.kill(embed, signal.SIGSTOP)  # alive and listening, answering nothing: a slow embed
     try:
         reply = stub.Search(
-            pb.SearchRequest(query="cheap flight ticket", mode="hybrid", k=5),
+            pb.SearchRequest(query="cheap flight ticket", k=5),
             timeout=STALL_DEADLINE_S,
         )
     finally:
         os.kill(embed, signal.SIGCONT)
-    doc = from_document(reply.result)
+    doc = to_json(reply.result)
     assert doc["hits"]
     assert "DENSE_UNAVAILABLE" in {w["code"] for w in doc.get("warnings") or []}
 
@@ -144,7 +145,7 @@ def test_hybrid_search_answers_from_words_within_its_deadline_when_embed_is_kill
         for i in range(10_000):
             if stop.is_set():
                 return
-            request = pb.SearchRequest(query=HYBRID_QUERIES[(n + i) % 6], mode="hybrid", k=10)
+            request = pb.SearchRequest(query=HYBRID_QUERIES[(n + i) % 6], k=10)
             was_killed = killed.is_set()
             started = time.perf_counter()
             try:
@@ -152,7 +153,7 @@ def test_hybrid_search_answers_from_words_within_its_deadline_when_embed_is_kill
             except grpc.RpcError as err:
                 time.sleep(tally.error("hybrid", err))
                 continue
-            doc = from_document(reply.result)
+            doc = to_json(reply.result)
             tally.ok("hybrid", time.perf_counter() - started, doc)
             if was_killed:
                 with tally.lock:

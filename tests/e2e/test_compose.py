@@ -233,21 +233,21 @@ def _grpc_gateway(addr: str) -> Any:
 def _strict_ids(addr: str, query: str, timeout: float = 30.0) -> set[int]:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek_core.client import sync_call
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
     request = pb.SearchMessagesRequest(query=query, limit=100)
     stub = _grpc_gateway(addr)
-    doc = from_document(sync_call(stub.SearchMessages, request, timeout=timeout).result)
+    doc = to_json(sync_call(stub.SearchMessages, request, timeout=timeout).result)
     return {int(item["msg_id"]) for item in doc["items"]}
 
 
 def _hybrid_ids(addr: str, query: str) -> list[set[int]]:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek_core.client import sync_call
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
     request = pb.SearchRequest(query=query, k=10)
-    doc = from_document(sync_call(_grpc_gateway(addr).Search, request, timeout=60).result)
+    doc = to_json(sync_call(_grpc_gateway(addr).Search, request, timeout=60).result)
     return [{int(i) for i in hit["msg_ids"]} for hit in doc["hits"]]
 
 

@@ -17,13 +17,15 @@ import grpc
 import pytest
 from mcp import Client
 
+from chatseek.common.v1 import common_pb2
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
 from chatseek.gateway.v1 import gateway_service_pb2_grpc
 from chatseek_core.errors import ChatseekError, FloodWait, SyncRunning
-from chatseek_core.proto_json import document, operation_progress, operation_result
+from chatseek_core.proto_json import operation_progress, operation_result
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server as build_grpc_server
 from chatseek_core.testing import serving
+from chatseek_core.wire_json import from_json
 from chatseek_gateway.mcp.gateway import GatewayConnection
 from chatseek_gateway.mcp.server import build_server
 
@@ -61,7 +63,7 @@ class _SearchOnlyGateway(gateway_service_pb2_grpc.GatewayServiceServicer):
         self.searches += 1
         hits = [{"rank": 1, "score": 1.0, "link": "https://t.me/c/1000000001/7"}]
         body = {"hits": hits, "warnings": [], "coverage": {"chats": self.coverage}}
-        return pb.SearchResponse(result=document(body))
+        return pb.SearchResponse(result=from_json(body, common_pb2.SearchResult()))
 
 
 class _FakeGateway(_SearchOnlyGateway):

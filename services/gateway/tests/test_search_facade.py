@@ -14,7 +14,6 @@ from chatseek.gateway.v1 import gateway_service_pb2 as pb
 from chatseek.lexical.v1 import lexical_service_pb2 as lexical_pb
 from chatseek.unitize.v1 import unitize_service_pb2 as unitize_pb
 from chatseek_core.errors import ChatseekError, IndexNotReady
-from chatseek_core.proto_json import document, from_document
 from chatseek_gateway.facade.search import SearchFacade
 
 WAIT_S = 10.0
@@ -36,7 +35,7 @@ class _Peers:
         await asyncio.wait_for(self.status_asked.wait(), WAIT_S)
         if self.fusion_error is not None:
             raise self.fusion_error
-        return fusion_pb.SearchResponse(result=document({"hits": [], "warnings": []}))
+        return fusion_pb.SearchResponse(result=common_pb2.SearchResult())
 
     async def _unitize_status(self, request: Any, timeout: float) -> unitize_pb.GetStatusResponse:
         return unitize_pb.GetStatusResponse(status=common_pb2.ServiceStatus(service="unitize"))
@@ -56,9 +55,8 @@ def _facade(peers: _Peers) -> SearchFacade:
 async def test_the_index_warnings_are_asked_while_fusion_searches() -> None:
     peers = _Peers(lag=7)
     reply = await _facade(peers).Search(pb.SearchRequest(query="flat", k=5), None)  # type: ignore[arg-type]
-    doc = from_document(reply.result)
-    assert [w["code"] for w in doc["warnings"]] == ["INDEX_STALE"]
-    assert "7 changes behind" in doc["warnings"][0]["message"]
+    assert [w.code for w in reply.result.warnings] == ["INDEX_STALE"]
+    assert "7 changes behind" in reply.result.warnings[0].message
 
 
 async def test_a_failed_fusion_search_fails_the_search_with_its_own_error() -> None:

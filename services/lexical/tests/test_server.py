@@ -17,9 +17,9 @@ from chatseek.lexical.v1 import lexical_service_pb2 as pb
 from chatseek.lexical.v1 import lexical_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.client import decode_error
-from chatseek_core.proto_json import from_document
 from chatseek_core.settings import Settings
 from chatseek_core.testing import serving, temp_settings
+from chatseek_core.wire_json import to_json
 from chatseek_lexical.server import create_server, open_deps
 
 
@@ -59,7 +59,7 @@ async def _search(addr: str, query: str, timeout: float) -> dict[str, Any]:
             pb.SearchMessagesRequest(query=query, account=ACCOUNT, timezone="UTC"),
             timeout=timeout,
         )
-    return from_document(reply.result)
+    return to_json(reply.result)
 
 
 async def test_strict_search_waits_for_the_messages_stored_before_it_arrived(

@@ -19,6 +19,7 @@ from chatseek_core.client import call, decode_error
 from chatseek_core.errors import ChatseekError
 from chatseek_core.proto_json import from_document, to_python
 from chatseek_core.testing import serving, temp_settings
+from chatseek_core.wire_json import to_json
 from chatseek_unitize.server import create_server, open_deps
 
 WAIT_S = 60.0
@@ -117,7 +118,7 @@ async def test_build_list_show_and_links_work_over_grpc(unitize: tuple[Any, Stor
     assert report["chat_id"] == GROUP and report["messages"] == 4
     assert "change" in result["note"]
 
-    listed = from_document(
+    listed = to_json(
         (
             await call(
                 stub.ListConversations,
@@ -129,7 +130,7 @@ async def test_build_list_show_and_links_work_over_grpc(unitize: tuple[Any, Stor
     assert listed["build_id"] == report["build_id"]
     first = next(c for c in listed["conversations"] if c["first_msg_id"] == 1)
 
-    shown = from_document(
+    shown = to_json(
         (
             await call(
                 stub.ShowConversation,
@@ -143,7 +144,7 @@ async def test_build_list_show_and_links_work_over_grpc(unitize: tuple[Any, Stor
     assert [m["msg_id"] for m in shown["messages"]][:2] == [1, 2]
     assert shown["messages"][1]["locator"] == f"tg:{ACCOUNT}/{GROUP}/2"
 
-    chain = from_document(
+    chain = to_json(
         (
             await call(
                 stub.MessageLinks,

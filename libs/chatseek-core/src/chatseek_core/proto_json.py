@@ -1,5 +1,7 @@
 """Conversions between JSON-shaped Python values and the ``Document``/``Struct`` messages.
 
+Only for the RPCs not typed yet; typed results go through ``chatseek_core.wire_json``.
+
 ``Struct`` numbers are doubles; every integer we send (marked chat ids, message ids, unix
 seconds) is below 2**53, so ``to_python`` turns integral doubles back into ints exactly.
 """

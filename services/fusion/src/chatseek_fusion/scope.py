@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from chatseek.common.v1 import common_pb2
 from chatseek.ingest.v1 import ingest_service_pb2
 from chatseek_core.client import call
 from chatseek_core.errors import InvalidArgument
@@ -19,7 +20,7 @@ async def resolve_scope(
     ingest: Any,
     *,
     chats: Sequence[str],
-    source: str,
+    source: int,
     account: str,
     default_account: str,
     since: int,
@@ -28,15 +29,16 @@ async def resolve_scope(
 ) -> tuple[ListFilter, list[dict[str, Any]]]:
     """Resolve chat specs through ingest; returns the filter and the coverage of searched chats.
 
+    ``source`` is a ``common.v1.Source``: unspecified or active searches ``account`` (or the
+    default one), all every account unless ``account`` names one.
+
     Raises:
-        InvalidArgument: an unknown source.
+        InvalidArgument: a source number the enum does not define.
         ChatNotFound / AmbiguousName: from ingest, for specs that name nothing.
     """
-    if source not in ("", "telegram", "all"):
-        raise InvalidArgument(
-            f"source {source!r} is not telegram or all", metadata={"field": "source"}
-        )
-    every_account = source == "all" and not account
+    if source not in common_pb2.Source.values():
+        raise InvalidArgument(f"source {source} is not active or all", metadata={"field": "source"})
+    every_account = source == common_pb2.SOURCE_ALL and not account
     accounts = ["*"] if every_account else [account or default_account]
     reply = await call(
         ingest.ListChats,

@@ -1,4 +1,8 @@
-"""The fusion servicer: proto in, typed core call, proto out."""
+"""The fusion servicer: proto in, typed core call, proto out.
+
+The core functions return JSON-shaped results; each becomes its typed ``common.v1`` message
+here (``wire_json.from_json``, which refuses a key its message lacks), never a ``Struct``.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from chatseek.common.v1 import common_pb2
 from chatseek.fusion.v1 import fusion_service_pb2 as pb
 from chatseek.fusion.v1 import fusion_service_pb2_grpc
 from chatseek_core.aio import to_thread
 from chatseek_core.limits import DEFAULT_AROUND
-from chatseek_core.proto_json import document
+from chatseek_core.wire_json import from_json, mode_word
 from chatseek_fusion import conversations, hybrid, readers
 from chatseek_fusion.scope import resolve_one, resolve_scope
 
@@ -43,14 +48,14 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
         params = hybrid.SearchParams(
             query=request.query,
             flt=flt,
-            mode=request.mode or "hybrid",
+            mode=mode_word(request.mode),
             k=request.k or 10,
             rerank=request.rerank if request.HasField("rerank") else None,
             full=request.full,
         )
         result = await hybrid.search(deps.pool.get, deps.signals, params, deps.config)
         result["coverage"] = {"chats": coverage}
-        return pb.SearchResponse(result=document(result))
+        return pb.SearchResponse(result=from_json(result, common_pb2.SearchResult()))
 
     async def SearchConversations(
         self, request: pb.SearchConversationsRequest, context: Ctx
@@ -76,7 +81,9 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
             deps.config,
         )
         result["coverage"] = {"chats": coverage}
-        return pb.SearchConversationsResponse(result=document(result))
+        return pb.SearchConversationsResponse(
+            result=from_json(result, common_pb2.ConversationsResult())
+        )
 
     async def Thread(self, request: pb.ThreadRequest, context: Ctx) -> pb.ThreadResponse:
         account, chat_id = await resolve_one(
@@ -85,7 +92,7 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
         doc = await to_thread(
             lambda: readers.thread(self._deps.pool.get(), account, chat_id, request.msg_id)
         )
-        return pb.ThreadResponse(result=document(doc))
+        return pb.ThreadResponse(result=from_json(doc, common_pb2.ThreadResult()))
 
     async def Context(self, request: pb.ContextRequest, context: Ctx) -> pb.ContextResponse:
         account, chat_id = await resolve_one(
@@ -98,7 +105,7 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
                 self._deps.pool.get(), account, chat_id, request.msg_id, before, after
             )
         )
-        return pb.ContextResponse(result=document(doc))
+        return pb.ContextResponse(result=from_json(doc, common_pb2.ContextResult()))
 
     async def Evidence(self, request: pb.EvidenceRequest, context: Ctx) -> pb.EvidenceResponse:
         doc = await to_thread(
@@ -106,4 +113,4 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
                 self._deps.pool.get(), list(request.locators), request.max_chars
             )
         )
-        return pb.EvidenceResponse(result=document(doc))
+        return pb.EvidenceResponse(result=from_json(doc, common_pb2.EvidenceResult()))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 
+from chatseek.common.v1 import common_pb2
 from chatseek.lexical.v1 import lexical_service_pb2 as pb
 from chatseek.lexical.v1 import lexical_service_pb2_grpc
 from chatseek_core import db, deadline
@@ -17,6 +18,7 @@ from chatseek_core.aio import stream_progress, to_thread
 from chatseek_core.errors import IndexBehind, IndexNotReady, InvalidArgument
 from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
+from chatseek_core.wire_json import from_json
 from chatseek_lexical import indexer, ranked, readiness
 from chatseek_lexical.query import (
     SearchRequest,
@@ -38,7 +40,6 @@ MAX_LIST_LIMIT = 1000
 DEFAULT_LIST_LIMIT = 40
 DEFAULT_SEARCH_LIMIT = 20
 # Empty, "active" and "telegram" (the CLI's name) all mean the active account's chats.
-MESSAGE_SOURCES = ("", "active", "telegram", "all")
 # A strict request that needs words while the indexer is behind waits this long at most for it
 # to index every message stored when the request arrived; it keeps ANSWER_RESERVE_S of its
 # deadline for the search itself (whose own time budget is 2 s).
@@ -211,12 +212,11 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
                 raise InvalidArgument(
                     f"the query tree is not JSON: {exc}", metadata={"field": "tree_json"}
                 ) from None
-        if request.source not in MESSAGE_SOURCES:
+        if request.source not in common_pb2.Source.values():
             raise InvalidArgument(
-                f"source {request.source!r} is not active, telegram or all",
-                metadata={"field": "source"},
+                f"source {request.source} is not active or all", metadata={"field": "source"}
             )
-        source = "all" if request.source == "all" else "active"
+        source = "all" if request.source == common_pb2.SOURCE_ALL else "active"
         # Every account is searched with source "all": the default one need not exist.
         default = None if source == "all" else self._deps.settings.account
         return SearchRequest(
@@ -238,7 +238,8 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
         def answer(conn: db.Connection, words_ready: bool) -> dict[str, Any]:
             return search(conn, self._search_request(request, conn, words_ready)).to_json()
 
-        return pb.SearchMessagesResponse(result=document(await self._as_of_arrival(answer)))
+        envelope = await self._as_of_arrival(answer)
+        return pb.SearchMessagesResponse(result=from_json(envelope, common_pb2.MessagesResult()))
 
     async def ParseQuery(
         self, request: pb.ParseQueryRequest, context: Ctx

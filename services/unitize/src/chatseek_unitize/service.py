@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from chatseek.common.v1 import common_pb2
 from chatseek.unitize.v1 import unitize_service_pb2 as pb
 from chatseek.unitize.v1 import unitize_service_pb2_grpc
 from chatseek_core import db
@@ -14,6 +15,7 @@ from chatseek_core.aio import stream_progress, to_thread
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
+from chatseek_core.wire_json import from_json
 from chatseek_unitize import batches, builds, readers, units
 from chatseek_unitize.model import RECIPE_VERSION
 from chatseek_unitize.schema import OWNER
@@ -114,7 +116,7 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
                 self._conn(), account, request.chat_id, since=request.since, limit=request.limit
             )
         )
-        return pb.ListConversationsResponse(result=document(doc))
+        return pb.ListConversationsResponse(result=from_json(doc, common_pb2.ConversationList()))
 
     async def ShowConversation(
         self, request: pb.ShowConversationRequest, context: Ctx
@@ -125,7 +127,7 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
                 self._conn(), account, request.chat_id, request.conversation_id
             )
         )
-        return pb.ShowConversationResponse(result=document(doc))
+        return pb.ShowConversationResponse(result=from_json(doc, common_pb2.ConversationView()))
 
     async def MessageLinks(
         self, request: pb.MessageLinksRequest, context: Ctx
@@ -134,7 +136,7 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
         doc = await to_thread(
             lambda: readers.message_links(self._conn(), account, request.chat_id, request.msg_id)
         )
-        return pb.MessageLinksResponse(result=document(doc))
+        return pb.MessageLinksResponse(result=from_json(doc, common_pb2.MessageLinksResult()))
 
     async def ChatLinks(self, request: pb.ChatLinksRequest, context: Ctx) -> pb.ChatLinksResponse:
         account = self._account(request.account)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EXIT_CODES",
     "LONG_TIMEOUT_S",
+    "SOURCE_HELP",
     "at_least_one",
     "call",
     "emit",
@@ -34,6 +35,8 @@ __all__ = [
     "run_operation",
     "settings",
 ]
+
+SOURCE_HELP = "active (the active account, the default; telegram is the same) or all"
 
 EXIT_CODES = {
     "INVALID_ARGUMENT": 2,

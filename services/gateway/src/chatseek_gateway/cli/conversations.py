@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from chatseek_gateway.cli.common import call, emit, operation, run_operation
+from chatseek_gateway.cli.common import SOURCE_HELP, call, emit, operation, run_operation
 
 __all__ = ["register", "register_message_links"]
 
@@ -50,7 +50,7 @@ def register(sub: Any) -> None:
     p.add_argument("--chat", action="append", default=[], help="restrict to a chat (repeatable)")
     p.add_argument("--since", default="", help="only conversations active since (ISO, 7d, …)")
     p.add_argument("-k", "--limit", type=int, default=0, help="at most this many (default 10)")
-    p.add_argument("--source", choices=["telegram", "all"], default="telegram")
+    p.add_argument("--source", default="active", help=SOURCE_HELP)
     p.add_argument("--account", default="", help="account (default: active)")
     p.add_argument("--json", action="store_true", help="print the whole JSON document")
     p.set_defaults(handler=_search)
@@ -98,10 +98,10 @@ def register_message_links(messages_sub: Any) -> None:
 
 
 def _doc(method: str, request: Any, *, idempotent: bool = True) -> dict[str, Any]:
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import result_json
 
     reply = call(method, request, timeout=READ_TIMEOUT_S, idempotent=idempotent)
-    return from_document(reply.result)
+    return result_json(reply.result)
 
 
 def _preview(text: str) -> str:
@@ -136,18 +136,17 @@ def _build(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek_core.wire_json import parse_source, to_json
 
-    doc = _doc(
-        "SearchConversations",
-        pb.SearchConversationsRequest(
-            question=" ".join(args.question),
-            chats=args.chat,
-            source=args.source,
-            account=args.account,
-            since=args.since,
-            k=args.limit,
-        ),
+    request = pb.SearchConversationsRequest(
+        question=" ".join(args.question),
+        chats=args.chat,
+        source=parse_source(args.source),
+        account=args.account,
+        since=args.since,
+        k=args.limit,
     )
+    doc = to_json(call("SearchConversations", request, timeout=READ_TIMEOUT_S).result)
     if args.json:
         emit(doc, as_json=True)
         return 0

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from chatseek_gateway.cli.common import at_least_one, call, emit
+from chatseek_gateway.cli.common import SOURCE_HELP, at_least_one, call, emit
 
 if TYPE_CHECKING:
     from chatseek_core.errors import ChatseekError
@@ -18,7 +18,7 @@ STATS_BY = ("chat", "sender", "day", "hour")
 
 
 def _search_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--source", choices=["telegram", "all"], default="telegram")
+    p.add_argument("--source", default="active", help=SOURCE_HELP)
     p.add_argument("--account", default="", help="account scope (default: active)")
     p.add_argument("--chat", action="append", default=[], help="restrict to a chat (repeatable)")
     p.add_argument("--timezone", default="", help="IANA timezone for calendar days")
@@ -71,10 +71,11 @@ def _with_query(exc: ChatseekError, query: str) -> ChatseekError:
 
 def _request(args: argparse.Namespace) -> Any:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
+    from chatseek_core.wire_json import parse_source
 
     return pb.SearchMessagesRequest(
         query=" ".join(args.query),
-        source=args.source,
+        source=parse_source(args.source),
         account=args.account,
         chats=args.chat,
         timezone=args.timezone,
@@ -87,12 +88,12 @@ def _request(args: argparse.Namespace) -> Any:
 
 def _search(args: argparse.Namespace) -> int:
     from chatseek_core.errors import ChatseekError
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
     at_least_one(args.limit, "--limit", "limit")
     request = _request(args)
     try:
-        doc = from_document(call("SearchMessages", request).result)
+        doc = to_json(call("SearchMessages", request).result)
     except ChatseekError as exc:
         raise _with_query(exc, request.query) from None
     if args.json:

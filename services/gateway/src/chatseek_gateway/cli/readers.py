@@ -44,9 +44,9 @@ def print_messages(doc: dict[str, Any]) -> None:
 
 def _thread(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
-    doc = from_document(
+    doc = to_json(
         call(
             "Thread", pb.ThreadRequest(account=args.account, chat=args.chat, msg_id=args.msg_id)
         ).result
@@ -60,14 +60,14 @@ def _thread(args: argparse.Namespace) -> int:
 
 def _context(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
     request = pb.ContextRequest(account=args.account, chat=args.chat, msg_id=args.msg_id)
     if args.before is not None:
         request.before = args.before
     if args.after is not None:
         request.after = args.after
-    doc = from_document(call("Context", request).result)
+    doc = to_json(call("Context", request).result)
     if args.json:
         emit(doc, as_json=True)
     else:
@@ -77,9 +77,9 @@ def _context(args: argparse.Namespace) -> int:
 
 def _evidence(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
-    doc = from_document(
+    doc = to_json(
         call(
             "Evidence", pb.EvidenceRequest(locators=args.locators, max_chars=args.max_chars)
         ).result

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from chatseek_core.limits import MAX_K, SEARCH_MODES
-from chatseek_gateway.cli.common import at_least_one, call, emit
+from chatseek_gateway.cli.common import SOURCE_HELP, at_least_one, call, emit
 
 __all__ = ["print_hits", "register"]
 
@@ -27,7 +27,7 @@ def register(sub: Any) -> None:
         default=[],
         help="restrict to a chat: id, @username, t.me link, folder:<name>, import:<slug> or title",
     )
-    p.add_argument("--source", choices=["telegram", "all"], default="telegram")
+    p.add_argument("--source", default="active", help=SOURCE_HELP)
     p.add_argument("--account", default="", help="account to search (default: active)")
     p.add_argument(
         "--since",
@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
         choices=["window", "thread", "post", "conversation"],
         help="unit kinds to search (repeatable; default window, thread, post)",
     )
-    p.add_argument("--mode", choices=SEARCH_MODES, default="hybrid")
+    p.add_argument("--mode", default="hybrid", help=f"one of {', '.join(SEARCH_MODES)}")
     p.add_argument("-k", "--limit", type=int, default=10, help=f"number of hits (1-{MAX_K})")
     p.add_argument(
         "--rerank",
@@ -81,23 +81,23 @@ def print_hits(doc: dict[str, Any]) -> None:
 
 def _search(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import parse_mode, parse_source, to_json
 
     request = pb.SearchRequest(
         query=" ".join(args.query),
         chats=args.chat,
-        source=args.source,
+        source=parse_source(args.source),
         account=args.account,
         since=args.since,
         until=args.until,
         kinds=args.kind,
-        mode=args.mode,
+        mode=parse_mode(args.mode),
         k=at_least_one(args.limit, "-k/--limit", "k"),
         full=args.full,
     )
     if args.rerank is not None:
         request.rerank = args.rerank
-    doc = from_document(call("Search", request).result)
+    doc = to_json(call("Search", request).result)
     if args.json:
         emit(doc, as_json=True)
     else:

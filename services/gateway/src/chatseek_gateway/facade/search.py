@@ -1,5 +1,6 @@
 """The gateway's hybrid search: resolves dates, forwards to fusion, adds the index age.
 
+Fusion's typed result passes through, read and extended field by field (no JSON in between).
 The index warnings (a re-cut running, word indexes behind) are asked of unitize and lexical
 while fusion searches, so they add no round trip to a search.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 
 from google.protobuf import json_format
 
@@ -18,7 +20,7 @@ from chatseek.lexical.v1 import lexical_service_pb2 as lexical_pb
 from chatseek.unitize.v1 import unitize_service_pb2 as unitize_pb
 from chatseek_core.client import call
 from chatseek_core.errors import ChatseekError
-from chatseek_core.proto_json import document, from_document, to_python
+from chatseek_core.proto_json import to_python
 from chatseek_gateway.dates import parse_bound
 from chatseek_gateway.facade.base import Ctx, FacadeBase
 
@@ -62,15 +64,17 @@ class SearchFacade(FacadeBase):
         except BaseException:
             index_warnings.cancel()
             raise
-        result = from_document(reply.result)
-        result["warnings"] = result.get("warnings", []) + await index_warnings
-        result["index_age_min"] = _index_age_min(result.get("coverage", {}).get("chats", []))
-        result["took_ms"] = round((time.perf_counter() - started) * 1000, 1)
-        return pb.SearchResponse(result=document(result))
+        result = reply.result
+        result.warnings.extend(await index_warnings)
+        age = _index_age_min(result.coverage.chats)
+        if age is not None:
+            result.index_age_min = age
+        result.took_ms = round((time.perf_counter() - started) * 1000, 1)
+        return pb.SearchResponse(result=result)
 
-    async def _index_warnings(self) -> list[dict[str, str]]:
+    async def _index_warnings(self) -> list[common_pb2.Warning]:
         """A re-cut in progress or word indexes behind the store, said beside the hits."""
-        warnings: list[dict[str, str]] = []
+        warnings: list[common_pb2.Warning] = []
         peers = self._deps.peers
         try:
             unitize = await call(
@@ -79,11 +83,11 @@ class SearchFacade(FacadeBase):
             details = to_python(json_format.MessageToDict(unitize.status.details))
             if details.get("recut_pending"):
                 warnings.append(
-                    {
-                        "code": "RECUT_IN_PROGRESS",
-                        "message": f"{details['recut_pending']} chats are being re-cut with a new"
+                    common_pb2.Warning(
+                        code="RECUT_IN_PROGRESS",
+                        message=f"{details['recut_pending']} chats are being re-cut with a new"
                         " recipe; their hits are still valid, cut the old way",
-                    }
+                    )
                 )
             lexical = await call(
                 peers.lexical.GetStatus, lexical_pb.GetStatusRequest(), timeout=STATUS_TIMEOUT_S
@@ -91,13 +95,13 @@ class SearchFacade(FacadeBase):
             behind = sum(lexical.status.feed_lag.values())
             if behind:
                 warnings.append(
-                    {
-                        "code": "INDEX_STALE",
-                        "message": f"the word index is {behind} changes behind the store",
-                    }
+                    common_pb2.Warning(
+                        code="INDEX_STALE",
+                        message=f"the word index is {behind} changes behind the store",
+                    )
                 )
         except ChatseekError as exc:
-            warnings.append({"code": "STATUS_UNAVAILABLE", "message": exc.message})
+            warnings.append(common_pb2.Warning(code="STATUS_UNAVAILABLE", message=exc.message))
         return warnings
 
     async def SearchConversations(
@@ -120,9 +124,9 @@ class SearchFacade(FacadeBase):
         return pb.SearchConversationsResponse(result=reply.result)
 
 
-def _index_age_min(chats: list[dict[str, object]]) -> float | None:
+def _index_age_min(chats: Iterable[common_pb2.SearchedChat]) -> float | None:
     """Minutes since the newest fetch of any searched chat; None when none was ever synced."""
-    fetched = [int(str(c["last_fetched_at"])) for c in chats if c.get("last_fetched_at")]
+    fetched = [c.last_fetched_at for c in chats if c.last_fetched_at]
     if not fetched:
         return None
     return round((time.time() - max(fetched)) / SECONDS_PER_MINUTE, 1)

@@ -176,7 +176,7 @@ MessagesSource = Annotated[
     str,
     Field(
         description="active: the active account's chats; all: every account in the store",
-        json_schema_extra={"enum": ["active", "all"]},
+        json_schema_extra={"enum": list(MESSAGE_SOURCES)},
     ),
 ]
 Timezone = Annotated[
@@ -395,6 +395,15 @@ class ChatseekTools:
         reply = await self._call(method, request, timeout, idempotent)
         return from_document(reply.result)
 
+    async def _typed(
+        self, method: str, request: Any, *, timeout: float = READ_TIMEOUT_S
+    ) -> dict[str, Any]:
+        """Call a read whose reply carries a typed ``result``; returns its JSON."""
+        from chatseek_core.wire_json import to_json
+
+        reply = await self._call(method, request, timeout, True)
+        return to_json(reply.result)
+
     async def _operation(self, method: str, request: Any, timeout: float) -> dict[str, Any]:
         """Run a streaming operation; returns its final report (progress is dropped)."""
         stub = await self._gateway.stub()
@@ -515,26 +524,28 @@ class ChatseekTools:
         concluding from a snippet.
         """
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
+        from chatseek_core.wire_json import parse_mode
 
         request = pb.SearchRequest(
             query=_text("query", query, MAX_QUESTION_CHARS),
             chats=_specs("chats", chats),
             since=_text("since", since, MAX_BOUND_CHARS, required=False),
             until=_text("until", until, MAX_BOUND_CHARS, required=False),
-            mode=_choice("mode", mode, SEARCH_MODES),
+            mode=parse_mode(mode),
             k=_int_range("k", k, 1, MAX_K),
             full=full,
         )
         if rerank is not None:
             request.rerank = rerank
         log.debug("search %s", redact(request.query))
-        result = await self._document("Search", request, timeout=SEARCH_TIMEOUT_S)
+        result = await self._typed("Search", request, timeout=SEARCH_TIMEOUT_S)
         refresh = await self._refresh(result)
         if refresh.report is not None:
-            result = await self._document("Search", request, timeout=SEARCH_TIMEOUT_S)
+            result = await self._typed("Search", request, timeout=SEARCH_TIMEOUT_S)
         result.setdefault("warnings", []).extend(refresh.warnings)
         result["synced"] = refresh.report
-        result.setdefault("index_age_min", _index_age_min(result, time.time()))
+        if result.get("index_age_min") is None:
+            result["index_age_min"] = _index_age_min(result, time.time())
         return result
 
     def _messages_request(
@@ -546,12 +557,13 @@ class ChatseekTools:
         timezone: str | None,
     ) -> Any:
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
+        from chatseek_core.wire_json import parse_source
 
         text, tree_json = _lucene(query, tree)
         return pb.SearchMessagesRequest(
             query=text,
             tree_json=tree_json,
-            source=_choice("source", source, MESSAGE_SOURCES),
+            source=parse_source(source),
             chats=_specs("chats", chats),
             timezone=_text("timezone", timezone, MAX_TIMEZONE_CHARS, required=False),
         )
@@ -588,7 +600,7 @@ class ChatseekTools:
         request.page_token = _text("page", page, MAX_PAGE_TOKEN_CHARS, required=False)
         request.newest = newest
         request.context = _int_range("context", context, 0, MAX_NEIGHBOURS)
-        return await self._document("SearchMessages", request, timeout=SEARCH_TIMEOUT_S)
+        return await self._typed("SearchMessages", request, timeout=SEARCH_TIMEOUT_S)
 
     @_tool
     async def messages_stats(
@@ -646,7 +658,7 @@ class ChatseekTools:
             since=_text("since", since, MAX_BOUND_CHARS, required=False),
             k=_int_range("limit", limit, 1, MAX_CONVERSATIONS_FOUND),
         )
-        return await self._document("SearchConversations", request, timeout=SEARCH_TIMEOUT_S)
+        return await self._typed("SearchConversations", request, timeout=SEARCH_TIMEOUT_S)
 
     @_tool
     async def conversations_list(
@@ -665,7 +677,7 @@ class ChatseekTools:
             since=_text("since", since, MAX_BOUND_CHARS, required=False),
             limit=_int_range("limit", limit, 1, MAX_CONVERSATIONS_LISTED),
         )
-        return await self._document("ListConversations", request)
+        return await self._typed("ListConversations", request)
 
     @_tool
     async def conversations_show(
@@ -681,7 +693,7 @@ class ChatseekTools:
         request = pb.ShowConversationRequest(
             chat=_spec("chat", chat), conversation_id=conversation_id
         )
-        return await self._document("ShowConversation", request)
+        return await self._typed("ShowConversation", request)
 
     @_tool
     async def message_links(self, chat: ChatSpec, msg_id: MsgId) -> dict[str, Any]:
@@ -692,7 +704,7 @@ class ChatseekTools:
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
         request = pb.MessageLinksRequest(chat=_spec("chat", chat), msg_id=msg_id)
-        return await self._document("MessageLinks", request)
+        return await self._typed("MessageLinks", request)
 
     # --- readers ---
 
@@ -706,7 +718,7 @@ class ChatseekTools:
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
         request = pb.ThreadRequest(chat=_spec("chat", chat), msg_id=msg_id)
-        return await self._document("Thread", request)
+        return await self._typed("Thread", request)
 
     @_tool
     async def context(
@@ -725,7 +737,7 @@ class ChatseekTools:
             before=_int_range("before", before, 0, MAX_AROUND),
             after=_int_range("after", after, 0, MAX_AROUND),
         )
-        return await self._document("Context", request)
+        return await self._typed("Context", request)
 
     @_tool
     async def evidence(
@@ -753,7 +765,7 @@ class ChatseekTools:
             locators=_specs("locators", list(locators), MAX_LOCATORS),
             max_chars=_int_range("max_chars", max_chars, 0, MAX_EVIDENCE_CHARS),
         )
-        return await self._document("Evidence", request)
+        return await self._typed("Evidence", request)
 
     # --- archive ---
 

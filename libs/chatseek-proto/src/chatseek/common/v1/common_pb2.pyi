@@ -5,9 +5,12 @@ isort:skip_file
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import descriptor_pb2 as _descriptor_pb2
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf.internal import extension_dict as _extension_dict
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -18,6 +21,113 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _Source:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SourceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Source.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SOURCE_UNSPECIFIED: _Source.ValueType  # 0
+    """The active account, as SOURCE_ACTIVE."""
+    SOURCE_ACTIVE: _Source.ValueType  # 1
+    """The request's account, or the active one."""
+    SOURCE_ALL: _Source.ValueType  # 2
+    """Every account in the store (unless the request names one)."""
+
+class Source(_Source, metaclass=_SourceEnumTypeWrapper):
+    """--- typed results (the search path) ---
+
+    Which accounts a search covers. The CLI and MCP spell these active (alias telegram) and all.
+    """
+
+SOURCE_UNSPECIFIED: Source.ValueType  # 0
+"""The active account, as SOURCE_ACTIVE."""
+SOURCE_ACTIVE: Source.ValueType  # 1
+"""The request's account, or the active one."""
+SOURCE_ALL: Source.ValueType  # 2
+"""Every account in the store (unless the request names one)."""
+Global___Source: _TypeAlias = Source  # noqa: Y015
+
+class _SearchMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SearchModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SearchMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SEARCH_MODE_UNSPECIFIED: _SearchMode.ValueType  # 0
+    """As SEARCH_MODE_HYBRID."""
+    SEARCH_MODE_HYBRID: _SearchMode.ValueType  # 1
+    """Words and meaning."""
+    SEARCH_MODE_LEXICAL: _SearchMode.ValueType  # 2
+    """Words only (BM25 over units; the message list picks anchors)."""
+    SEARCH_MODE_DENSE: _SearchMode.ValueType  # 3
+    """Meaning only (cosine over unit vectors)."""
+
+class SearchMode(_SearchMode, metaclass=_SearchModeEnumTypeWrapper):
+    """Which ranked lists a hybrid search runs."""
+
+SEARCH_MODE_UNSPECIFIED: SearchMode.ValueType  # 0
+"""As SEARCH_MODE_HYBRID."""
+SEARCH_MODE_HYBRID: SearchMode.ValueType  # 1
+"""Words and meaning."""
+SEARCH_MODE_LEXICAL: SearchMode.ValueType  # 2
+"""Words only (BM25 over units; the message list picks anchors)."""
+SEARCH_MODE_DENSE: SearchMode.ValueType  # 3
+"""Meaning only (cosine over unit vectors)."""
+Global___SearchMode: _TypeAlias = SearchMode  # noqa: Y015
+
+class _UnitKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _UnitKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_UnitKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    UNIT_KIND_UNSPECIFIED: _UnitKind.ValueType  # 0
+    UNIT_KIND_WINDOW: _UnitKind.ValueType  # 1
+    UNIT_KIND_THREAD: _UnitKind.ValueType  # 2
+    UNIT_KIND_POST: _UnitKind.ValueType  # 3
+    UNIT_KIND_CONVERSATION: _UnitKind.ValueType  # 4
+    """A chunk of a reconstructed conversation."""
+
+class UnitKind(_UnitKind, metaclass=_UnitKindEnumTypeWrapper):
+    """The kind of a unit (see DESIGN.md, Units)."""
+
+UNIT_KIND_UNSPECIFIED: UnitKind.ValueType  # 0
+UNIT_KIND_WINDOW: UnitKind.ValueType  # 1
+UNIT_KIND_THREAD: UnitKind.ValueType  # 2
+UNIT_KIND_POST: UnitKind.ValueType  # 3
+UNIT_KIND_CONVERSATION: UnitKind.ValueType  # 4
+"""A chunk of a reconstructed conversation."""
+Global___UnitKind: _TypeAlias = UnitKind  # noqa: Y015
+
+class _ChatKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ChatKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ChatKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CHAT_KIND_UNSPECIFIED: _ChatKind.ValueType  # 0
+    CHAT_KIND_PRIVATE: _ChatKind.ValueType  # 1
+    CHAT_KIND_SAVED: _ChatKind.ValueType  # 2
+    CHAT_KIND_BOT: _ChatKind.ValueType  # 3
+    CHAT_KIND_GROUP: _ChatKind.ValueType  # 4
+    CHAT_KIND_SUPERGROUP: _ChatKind.ValueType  # 5
+    CHAT_KIND_FORUM: _ChatKind.ValueType  # 6
+    CHAT_KIND_CHANNEL: _ChatKind.ValueType  # 7
+
+class ChatKind(_ChatKind, metaclass=_ChatKindEnumTypeWrapper):
+    """The type of a Telegram chat."""
+
+CHAT_KIND_UNSPECIFIED: ChatKind.ValueType  # 0
+CHAT_KIND_PRIVATE: ChatKind.ValueType  # 1
+CHAT_KIND_SAVED: ChatKind.ValueType  # 2
+CHAT_KIND_BOT: ChatKind.ValueType  # 3
+CHAT_KIND_GROUP: ChatKind.ValueType  # 4
+CHAT_KIND_SUPERGROUP: ChatKind.ValueType  # 5
+CHAT_KIND_FORUM: ChatKind.ValueType  # 6
+CHAT_KIND_CHANNEL: ChatKind.ValueType  # 7
+Global___ChatKind: _TypeAlias = ChatKind  # noqa: Y015
 
 @_typing.final
 class MessageLocator(_message.Message):
@@ -392,3 +502,1691 @@ class ServiceStatus(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ServiceStatus: _TypeAlias = ServiceStatus  # noqa: Y015
+
+@_typing.final
+class Chat(_message.Message):
+    """A chat as a result shows it; only account and id when the store has no row for it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    USERNAME_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    """Absent where the result names the account beside the chat (strict search items)."""
+    id: _builtins.int
+    """Marked chat id (see MessageLocator)."""
+    type: Global___ChatKind.ValueType
+    title: _builtins.str
+    username: _builtins.str
+    """Public @username without the @; null when the chat has none."""
+    def __init__(
+        self,
+        *,
+        account: _builtins.str | None = ...,
+        id: _builtins.int = ...,
+        type: Global___ChatKind.ValueType = ...,
+        title: _builtins.str | None = ...,
+        username: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_account", b"_account", "_title", b"_title", "_username", b"_username", "account", b"account", "title", b"title", "username", b"username"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_account", b"_account", "_title", b"_title", "_username", b"_username", "account", b"account", "id", b"id", "title", b"title", "type", b"type", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__account: _TypeAlias = _typing.Literal["account"]  # noqa: Y015
+    _WhichOneofArgType__account: _TypeAlias = _typing.Literal["_account", b"_account"]  # noqa: Y015
+    _WhichOneofReturnType__title: _TypeAlias = _typing.Literal["title"]  # noqa: Y015
+    _WhichOneofArgType__title: _TypeAlias = _typing.Literal["_title", b"_title"]  # noqa: Y015
+    _WhichOneofReturnType__username: _TypeAlias = _typing.Literal["username"]  # noqa: Y015
+    _WhichOneofArgType__username: _TypeAlias = _typing.Literal["_username", b"_username"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__account) -> _WhichOneofReturnType__account | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__title) -> _WhichOneofReturnType__title | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__username) -> _WhichOneofReturnType__username | None: ...
+
+Global___Chat: _TypeAlias = Chat  # noqa: Y015
+
+@_typing.final
+class DateRange(_message.Message):
+    """First and last message dates of a hit, ISO 8601 UTC ("2026-10-01T10:00:00Z")."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    start: _builtins.str
+    end: _builtins.str
+    def __init__(
+        self,
+        *,
+        start: _builtins.str = ...,
+        end: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "start", b"start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DateRange: _TypeAlias = DateRange  # noqa: Y015
+
+@_typing.final
+class Comments(_message.Message):
+    """A channel post's comments from its discussion group, folded into the post's hit."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    MSG_IDS_FIELD_NUMBER: _builtins.int
+    LOCATORS_FIELD_NUMBER: _builtins.int
+    UNIT_IDS_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    """The discussion group's marked chat id."""
+    @_builtins.property
+    def msg_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def locators(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Qualified locators of msg_ids, in the same order."""
+
+    @_builtins.property
+    def unit_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The group's units folded into the hit."""
+
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        msg_ids: _abc.Iterable[_builtins.int] | None = ...,
+        locators: _abc.Iterable[_builtins.str] | None = ...,
+        unit_ids: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chat_id", b"chat_id", "locators", b"locators", "msg_ids", b"msg_ids", "unit_ids", b"unit_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Comments: _TypeAlias = Comments  # noqa: Y015
+
+@_typing.final
+class Media(_message.Message):
+    """A photo's media as an album lists it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """photo, video, document, ...; null when the message has no media."""
+    text: _builtins.str
+    """Extracted text (caption OCR, document text); empty when none."""
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str | None = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_kind", b"_kind", "kind", b"kind"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_kind", b"_kind", "kind", b"kind", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__kind: _TypeAlias = _typing.Literal["kind"]  # noqa: Y015
+    _WhichOneofArgType__kind: _TypeAlias = _typing.Literal["_kind", b"_kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__kind) -> _WhichOneofReturnType__kind | None: ...
+
+Global___Media: _TypeAlias = Media  # noqa: Y015
+
+@_typing.final
+class AlbumPhoto(_message.Message):
+    """One photo of the album a hit is anchored on."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    MEDIA_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    locator: _builtins.str
+    text: _builtins.str
+    """The photo's caption."""
+    @_builtins.property
+    def media(self) -> Global___Media: ...
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        locator: _builtins.str = ...,
+        text: _builtins.str = ...,
+        media: Global___Media | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["media", b"media"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["locator", b"locator", "media", b"media", "msg_id", b"msg_id", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlbumPhoto: _TypeAlias = AlbumPhoto  # noqa: Y015
+
+@_typing.final
+class Hit(_message.Message):
+    """One hit of a hybrid search: a unit (window, thread or post), best first."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RANK_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    SCORE_MEANING_FIELD_NUMBER: _builtins.int
+    BY_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    UNIT_ID_FIELD_NUMBER: _builtins.int
+    CHAT_FIELD_NUMBER: _builtins.int
+    DATE_RANGE_FIELD_NUMBER: _builtins.int
+    ANCHOR_MSG_ID_FIELD_NUMBER: _builtins.int
+    LINK_FIELD_NUMBER: _builtins.int
+    FALLBACK_LINK_FIELD_NUMBER: _builtins.int
+    LOCATORS_FIELD_NUMBER: _builtins.int
+    SNIPPET_FIELD_NUMBER: _builtins.int
+    MSG_IDS_FIELD_NUMBER: _builtins.int
+    SENDERS_FIELD_NUMBER: _builtins.int
+    REACTIONS_FIELD_NUMBER: _builtins.int
+    COMMENTS_FIELD_NUMBER: _builtins.int
+    ALBUM_FIELD_NUMBER: _builtins.int
+    COSINE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    rank: _builtins.int
+    """1-based position in this answer."""
+    score: _builtins.float
+    """Within-result-set score: orders this answer, comparable to nothing else."""
+    score_meaning: _builtins.str
+    kind: Global___UnitKind.ValueType
+    unit_id: _builtins.int
+    anchor_msg_id: _builtins.int
+    """The message the link opens: the best-matching one."""
+    link: _builtins.str
+    fallback_link: _builtins.str
+    """A second link for clients the first does not open; null when none."""
+    snippet: _builtins.str
+    reactions: _builtins.int
+    """Reactions on the unit's messages, summed."""
+    cosine: _builtins.float
+    """Cosine of the unit (or its comments) to the query; absent when meaning did not find it."""
+    text: _builtins.str
+    """The whole unit text (and its comments), only when the request asked for it (full)."""
+    @_builtins.property
+    def by(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Which lists found it: words, meaning."""
+
+    @_builtins.property
+    def chat(self) -> Global___Chat: ...
+    @_builtins.property
+    def date_range(self) -> Global___DateRange: ...
+    @_builtins.property
+    def locators(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Qualified locators of msg_ids, in the same order."""
+
+    @_builtins.property
+    def msg_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def senders(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Display names of the unit's senders."""
+
+    @_builtins.property
+    def comments(self) -> Global___Comments:
+        """Set only for a channel post whose discussion-group copy was folded in."""
+
+    @_builtins.property
+    def album(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlbumPhoto]:
+        """Every photo of the anchor's album; absent outside albums."""
+
+    def __init__(
+        self,
+        *,
+        rank: _builtins.int = ...,
+        score: _builtins.float = ...,
+        score_meaning: _builtins.str = ...,
+        by: _abc.Iterable[_builtins.str] | None = ...,
+        kind: Global___UnitKind.ValueType = ...,
+        unit_id: _builtins.int = ...,
+        chat: Global___Chat | None = ...,
+        date_range: Global___DateRange | None = ...,
+        anchor_msg_id: _builtins.int = ...,
+        link: _builtins.str = ...,
+        fallback_link: _builtins.str | None = ...,
+        locators: _abc.Iterable[_builtins.str] | None = ...,
+        snippet: _builtins.str = ...,
+        msg_ids: _abc.Iterable[_builtins.int] | None = ...,
+        senders: _abc.Iterable[_builtins.str] | None = ...,
+        reactions: _builtins.int = ...,
+        comments: Global___Comments | None = ...,
+        album: _abc.Iterable[Global___AlbumPhoto] | None = ...,
+        cosine: _builtins.float | None = ...,
+        text: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cosine", b"_cosine", "_fallback_link", b"_fallback_link", "_text", b"_text", "chat", b"chat", "comments", b"comments", "cosine", b"cosine", "date_range", b"date_range", "fallback_link", b"fallback_link", "text", b"text"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cosine", b"_cosine", "_fallback_link", b"_fallback_link", "_text", b"_text", "album", b"album", "anchor_msg_id", b"anchor_msg_id", "by", b"by", "chat", b"chat", "comments", b"comments", "cosine", b"cosine", "date_range", b"date_range", "fallback_link", b"fallback_link", "kind", b"kind", "link", b"link", "locators", b"locators", "msg_ids", b"msg_ids", "rank", b"rank", "reactions", b"reactions", "score", b"score", "score_meaning", b"score_meaning", "senders", b"senders", "snippet", b"snippet", "text", b"text", "unit_id", b"unit_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__cosine: _TypeAlias = _typing.Literal["cosine"]  # noqa: Y015
+    _WhichOneofArgType__cosine: _TypeAlias = _typing.Literal["_cosine", b"_cosine"]  # noqa: Y015
+    _WhichOneofReturnType__fallback_link: _TypeAlias = _typing.Literal["fallback_link"]  # noqa: Y015
+    _WhichOneofArgType__fallback_link: _TypeAlias = _typing.Literal["_fallback_link", b"_fallback_link"]  # noqa: Y015
+    _WhichOneofReturnType__text: _TypeAlias = _typing.Literal["text"]  # noqa: Y015
+    _WhichOneofArgType__text: _TypeAlias = _typing.Literal["_text", b"_text"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cosine) -> _WhichOneofReturnType__cosine | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__fallback_link) -> _WhichOneofReturnType__fallback_link | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__text) -> _WhichOneofReturnType__text | None: ...
+
+Global___Hit: _TypeAlias = Hit  # noqa: Y015
+
+@_typing.final
+class SearchedChat(_message.Message):
+    """A searched chat and how complete its stored history is."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    HISTORY_COMPLETE_FIELD_NUMBER: _builtins.int
+    LAST_FETCHED_AT_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    id: _builtins.int
+    """Marked chat id."""
+    title: _builtins.str
+    type: Global___ChatKind.ValueType
+    history_complete: _builtins.bool
+    last_fetched_at: _builtins.int
+    """Unix seconds UTC of the last fetch of the newest page; null when never synced."""
+    message_count: _builtins.int
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        id: _builtins.int = ...,
+        title: _builtins.str = ...,
+        type: Global___ChatKind.ValueType = ...,
+        history_complete: _builtins.bool = ...,
+        last_fetched_at: _builtins.int | None = ...,
+        message_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_last_fetched_at", b"_last_fetched_at", "last_fetched_at", b"last_fetched_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_last_fetched_at", b"_last_fetched_at", "account", b"account", "history_complete", b"history_complete", "id", b"id", "last_fetched_at", b"last_fetched_at", "message_count", b"message_count", "title", b"title", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__last_fetched_at: _TypeAlias = _typing.Literal["last_fetched_at"]  # noqa: Y015
+    _WhichOneofArgType__last_fetched_at: _TypeAlias = _typing.Literal["_last_fetched_at", b"_last_fetched_at"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__last_fetched_at) -> _WhichOneofReturnType__last_fetched_at | None: ...
+
+Global___SearchedChat: _TypeAlias = SearchedChat  # noqa: Y015
+
+@_typing.final
+class SearchCoverage(_message.Message):
+    """The chats a search looked at."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHATS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def chats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SearchedChat]: ...
+    def __init__(
+        self,
+        *,
+        chats: _abc.Iterable[Global___SearchedChat] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chats", b"chats"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchCoverage: _TypeAlias = SearchCoverage  # noqa: Y015
+
+@_typing.final
+class SearchResult(_message.Message):
+    """The answer of a hybrid search."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ListsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    HITS_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    RERANKED_FIELD_NUMBER: _builtins.int
+    LISTS_FIELD_NUMBER: _builtins.int
+    COVERAGE_FIELD_NUMBER: _builtins.int
+    INDEX_AGE_MIN_FIELD_NUMBER: _builtins.int
+    TOOK_MS_FIELD_NUMBER: _builtins.int
+    mode: Global___SearchMode.ValueType
+    reranked: _builtins.bool
+    """True when the cross-encoder re-scored the candidates."""
+    index_age_min: _builtins.float
+    """Minutes since the newest fetch of any searched chat; null when none was ever synced.
+    Set by the gateway.
+    """
+    took_ms: _builtins.float
+    """Milliseconds the gateway took; set by the gateway."""
+    @_builtins.property
+    def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___Hit]: ...
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedCompositeFieldContainer[Global___Warning]: ...
+    @_builtins.property
+    def lists(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Candidates per list (words, messages, meaning) before fusion."""
+
+    @_builtins.property
+    def coverage(self) -> Global___SearchCoverage: ...
+    def __init__(
+        self,
+        *,
+        hits: _abc.Iterable[Global___Hit] | None = ...,
+        warnings: _abc.Iterable[Global___Warning] | None = ...,
+        mode: Global___SearchMode.ValueType = ...,
+        reranked: _builtins.bool = ...,
+        lists: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        coverage: Global___SearchCoverage | None = ...,
+        index_age_min: _builtins.float | None = ...,
+        took_ms: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_index_age_min", b"_index_age_min", "_took_ms", b"_took_ms", "coverage", b"coverage", "index_age_min", b"index_age_min", "took_ms", b"took_ms"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_index_age_min", b"_index_age_min", "_took_ms", b"_took_ms", "coverage", b"coverage", "hits", b"hits", "index_age_min", b"index_age_min", "lists", b"lists", "mode", b"mode", "reranked", b"reranked", "took_ms", b"took_ms", "warnings", b"warnings"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__index_age_min: _TypeAlias = _typing.Literal["index_age_min"]  # noqa: Y015
+    _WhichOneofArgType__index_age_min: _TypeAlias = _typing.Literal["_index_age_min", b"_index_age_min"]  # noqa: Y015
+    _WhichOneofReturnType__took_ms: _TypeAlias = _typing.Literal["took_ms"]  # noqa: Y015
+    _WhichOneofArgType__took_ms: _TypeAlias = _typing.Literal["_took_ms", b"_took_ms"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__index_age_min) -> _WhichOneofReturnType__index_age_min | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__took_ms) -> _WhichOneofReturnType__took_ms | None: ...
+
+Global___SearchResult: _TypeAlias = SearchResult  # noqa: Y015
+
+@_typing.final
+class Message(_message.Message):
+    """A stored message as the readers (thread, context) show it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    FROM_NAME_FIELD_NUMBER: _builtins.int
+    SENDER_ID_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    FALLBACK_URL_FIELD_NUMBER: _builtins.int
+    REPLY_TO_MSG_ID_FIELD_NUMBER: _builtins.int
+    TOPIC_ID_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    """Marked id of the chat the message is really in (a comment names its discussion group)."""
+    msg_id: _builtins.int
+    locator: _builtins.str
+    """Qualified locator "tg:<account>/<chat_id>/<msg_id>"."""
+    date: _builtins.str
+    """ISO 8601 UTC."""
+    from_name: _builtins.str
+    sender_id: _builtins.int
+    """Telegram user id of the sender; null when unknown (channel posts, exports)."""
+    text: _builtins.str
+    """The media label and extracted text, then the text."""
+    url: _builtins.str
+    fallback_url: _builtins.str
+    """null when the chat needs no second link."""
+    reply_to_msg_id: _builtins.int
+    topic_id: _builtins.int
+    """The forum topic (its root message id); null outside forums."""
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        msg_id: _builtins.int = ...,
+        locator: _builtins.str = ...,
+        date: _builtins.str = ...,
+        from_name: _builtins.str = ...,
+        sender_id: _builtins.int | None = ...,
+        text: _builtins.str = ...,
+        url: _builtins.str = ...,
+        fallback_url: _builtins.str | None = ...,
+        reply_to_msg_id: _builtins.int | None = ...,
+        topic_id: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_fallback_url", b"_fallback_url", "_reply_to_msg_id", b"_reply_to_msg_id", "_sender_id", b"_sender_id", "_topic_id", b"_topic_id", "fallback_url", b"fallback_url", "reply_to_msg_id", b"reply_to_msg_id", "sender_id", b"sender_id", "topic_id", b"topic_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_fallback_url", b"_fallback_url", "_reply_to_msg_id", b"_reply_to_msg_id", "_sender_id", b"_sender_id", "_topic_id", b"_topic_id", "chat_id", b"chat_id", "date", b"date", "fallback_url", b"fallback_url", "from_name", b"from_name", "locator", b"locator", "msg_id", b"msg_id", "reply_to_msg_id", b"reply_to_msg_id", "sender_id", b"sender_id", "text", b"text", "topic_id", b"topic_id", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__fallback_url: _TypeAlias = _typing.Literal["fallback_url"]  # noqa: Y015
+    _WhichOneofArgType__fallback_url: _TypeAlias = _typing.Literal["_fallback_url", b"_fallback_url"]  # noqa: Y015
+    _WhichOneofReturnType__reply_to_msg_id: _TypeAlias = _typing.Literal["reply_to_msg_id"]  # noqa: Y015
+    _WhichOneofArgType__reply_to_msg_id: _TypeAlias = _typing.Literal["_reply_to_msg_id", b"_reply_to_msg_id"]  # noqa: Y015
+    _WhichOneofReturnType__sender_id: _TypeAlias = _typing.Literal["sender_id"]  # noqa: Y015
+    _WhichOneofArgType__sender_id: _TypeAlias = _typing.Literal["_sender_id", b"_sender_id"]  # noqa: Y015
+    _WhichOneofReturnType__topic_id: _TypeAlias = _typing.Literal["topic_id"]  # noqa: Y015
+    _WhichOneofArgType__topic_id: _TypeAlias = _typing.Literal["_topic_id", b"_topic_id"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__fallback_url) -> _WhichOneofReturnType__fallback_url | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reply_to_msg_id) -> _WhichOneofReturnType__reply_to_msg_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__sender_id) -> _WhichOneofReturnType__sender_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__topic_id) -> _WhichOneofReturnType__topic_id | None: ...
+
+Global___Message: _TypeAlias = Message  # noqa: Y015
+
+@_typing.final
+class Sender(_message.Message):
+    """A message's sender as an evidence packet names it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """null when unknown."""
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.int | None = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_id", b"_id", "id", b"id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_id", b"_id", "id", b"id", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__id: _TypeAlias = _typing.Literal["id"]  # noqa: Y015
+    _WhichOneofArgType__id: _TypeAlias = _typing.Literal["_id", b"_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__id) -> _WhichOneofReturnType__id | None: ...
+
+Global___Sender: _TypeAlias = Sender  # noqa: Y015
+
+@_typing.final
+class TextBounds(_message.Message):
+    """How much of a message's text an evidence packet holds, in characters."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHARS_TOTAL_FIELD_NUMBER: _builtins.int
+    CHARS_INCLUDED_FIELD_NUMBER: _builtins.int
+    chars_total: _builtins.int
+    chars_included: _builtins.int
+    def __init__(
+        self,
+        *,
+        chars_total: _builtins.int = ...,
+        chars_included: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chars_included", b"chars_included", "chars_total", b"chars_total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TextBounds: _TypeAlias = TextBounds  # noqa: Y015
+
+@_typing.final
+class Evidence(_message.Message):
+    """An evidence packet: a message (the fields of Message) with its chat, sender, fingerprint and
+    completeness.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    FROM_NAME_FIELD_NUMBER: _builtins.int
+    SENDER_ID_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    FALLBACK_URL_FIELD_NUMBER: _builtins.int
+    REPLY_TO_MSG_ID_FIELD_NUMBER: _builtins.int
+    TOPIC_ID_FIELD_NUMBER: _builtins.int
+    CHAT_FIELD_NUMBER: _builtins.int
+    SENDER_FIELD_NUMBER: _builtins.int
+    FINGERPRINT_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    BOUNDS_FIELD_NUMBER: _builtins.int
+    CHAT_HISTORY_COMPLETE_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    msg_id: _builtins.int
+    locator: _builtins.str
+    date: _builtins.str
+    from_name: _builtins.str
+    sender_id: _builtins.int
+    text: _builtins.str
+    """At most max_chars characters of the message's display text."""
+    url: _builtins.str
+    fallback_url: _builtins.str
+    reply_to_msg_id: _builtins.int
+    topic_id: _builtins.int
+    fingerprint: _builtins.str
+    """"sha256:<hex>" of the whole display text."""
+    truncated: _builtins.bool
+    chat_history_complete: _builtins.bool
+    """True when the start of the chat's history has been stored."""
+    @_builtins.property
+    def chat(self) -> Global___Chat: ...
+    @_builtins.property
+    def sender(self) -> Global___Sender: ...
+    @_builtins.property
+    def bounds(self) -> Global___TextBounds: ...
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        msg_id: _builtins.int = ...,
+        locator: _builtins.str = ...,
+        date: _builtins.str = ...,
+        from_name: _builtins.str = ...,
+        sender_id: _builtins.int | None = ...,
+        text: _builtins.str = ...,
+        url: _builtins.str = ...,
+        fallback_url: _builtins.str | None = ...,
+        reply_to_msg_id: _builtins.int | None = ...,
+        topic_id: _builtins.int | None = ...,
+        chat: Global___Chat | None = ...,
+        sender: Global___Sender | None = ...,
+        fingerprint: _builtins.str = ...,
+        truncated: _builtins.bool = ...,
+        bounds: Global___TextBounds | None = ...,
+        chat_history_complete: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_fallback_url", b"_fallback_url", "_reply_to_msg_id", b"_reply_to_msg_id", "_sender_id", b"_sender_id", "_topic_id", b"_topic_id", "bounds", b"bounds", "chat", b"chat", "fallback_url", b"fallback_url", "reply_to_msg_id", b"reply_to_msg_id", "sender", b"sender", "sender_id", b"sender_id", "topic_id", b"topic_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_fallback_url", b"_fallback_url", "_reply_to_msg_id", b"_reply_to_msg_id", "_sender_id", b"_sender_id", "_topic_id", b"_topic_id", "bounds", b"bounds", "chat", b"chat", "chat_history_complete", b"chat_history_complete", "chat_id", b"chat_id", "date", b"date", "fallback_url", b"fallback_url", "fingerprint", b"fingerprint", "from_name", b"from_name", "locator", b"locator", "msg_id", b"msg_id", "reply_to_msg_id", b"reply_to_msg_id", "sender", b"sender", "sender_id", b"sender_id", "text", b"text", "topic_id", b"topic_id", "truncated", b"truncated", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__fallback_url: _TypeAlias = _typing.Literal["fallback_url"]  # noqa: Y015
+    _WhichOneofArgType__fallback_url: _TypeAlias = _typing.Literal["_fallback_url", b"_fallback_url"]  # noqa: Y015
+    _WhichOneofReturnType__reply_to_msg_id: _TypeAlias = _typing.Literal["reply_to_msg_id"]  # noqa: Y015
+    _WhichOneofArgType__reply_to_msg_id: _TypeAlias = _typing.Literal["_reply_to_msg_id", b"_reply_to_msg_id"]  # noqa: Y015
+    _WhichOneofReturnType__sender_id: _TypeAlias = _typing.Literal["sender_id"]  # noqa: Y015
+    _WhichOneofArgType__sender_id: _TypeAlias = _typing.Literal["_sender_id", b"_sender_id"]  # noqa: Y015
+    _WhichOneofReturnType__topic_id: _TypeAlias = _typing.Literal["topic_id"]  # noqa: Y015
+    _WhichOneofArgType__topic_id: _TypeAlias = _typing.Literal["_topic_id", b"_topic_id"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__fallback_url) -> _WhichOneofReturnType__fallback_url | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reply_to_msg_id) -> _WhichOneofReturnType__reply_to_msg_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__sender_id) -> _WhichOneofReturnType__sender_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__topic_id) -> _WhichOneofReturnType__topic_id | None: ...
+
+Global___Evidence: _TypeAlias = Evidence  # noqa: Y015
+
+@_typing.final
+class Conversation(_message.Message):
+    """A reconstructed conversation as a result names it (identity, size and dates, never its text)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_FIELD_NUMBER: _builtins.int
+    BUILD_ID_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    FIRST_MSG_ID_FIELD_NUMBER: _builtins.int
+    LAST_MSG_ID_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    PARTICIPANTS_FIELD_NUMBER: _builtins.int
+    build_id: _builtins.int
+    """Ids change between builds."""
+    conversation_id: _builtins.int
+    first_msg_id: _builtins.int
+    last_msg_id: _builtins.int
+    start: _builtins.str
+    """ISO 8601 UTC."""
+    end: _builtins.str
+    message_count: _builtins.int
+    @_builtins.property
+    def chat(self) -> Global___Chat: ...
+    @_builtins.property
+    def participants(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Display names of the senders."""
+
+    def __init__(
+        self,
+        *,
+        chat: Global___Chat | None = ...,
+        build_id: _builtins.int = ...,
+        conversation_id: _builtins.int = ...,
+        first_msg_id: _builtins.int = ...,
+        last_msg_id: _builtins.int = ...,
+        start: _builtins.str = ...,
+        end: _builtins.str = ...,
+        message_count: _builtins.int = ...,
+        participants: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["chat", b"chat"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["build_id", b"build_id", "chat", b"chat", "conversation_id", b"conversation_id", "end", b"end", "first_msg_id", b"first_msg_id", "last_msg_id", b"last_msg_id", "message_count", b"message_count", "participants", b"participants", "start", b"start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Conversation: _TypeAlias = Conversation  # noqa: Y015
+
+@_typing.final
+class ConversationChunk(_message.Message):
+    """A whole chunk of a conversation that answers the question."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    UNIT_ID_FIELD_NUMBER: _builtins.int
+    FIRST_MSG_ID_FIELD_NUMBER: _builtins.int
+    LAST_MSG_ID_FIELD_NUMBER: _builtins.int
+    MSG_IDS_FIELD_NUMBER: _builtins.int
+    BY_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    unit_id: _builtins.int
+    first_msg_id: _builtins.int
+    last_msg_id: _builtins.int
+    text: _builtins.str
+    """Exactly the messages listed, one line each."""
+    @_builtins.property
+    def msg_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def by(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Which lists found it: words, meaning."""
+
+    def __init__(
+        self,
+        *,
+        unit_id: _builtins.int = ...,
+        first_msg_id: _builtins.int = ...,
+        last_msg_id: _builtins.int = ...,
+        msg_ids: _abc.Iterable[_builtins.int] | None = ...,
+        by: _abc.Iterable[_builtins.str] | None = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["by", b"by", "first_msg_id", b"first_msg_id", "last_msg_id", b"last_msg_id", "msg_ids", b"msg_ids", "text", b"text", "unit_id", b"unit_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationChunk: _TypeAlias = ConversationChunk  # noqa: Y015
+
+@_typing.final
+class ConversationRead(_message.Message):
+    """How to read a conversation result in full."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    COMMAND_FIELD_NUMBER: _builtins.int
+    chat: _builtins.int
+    """Marked chat id."""
+    conversation_id: _builtins.int
+    command: _builtins.str
+    """The CLI command that shows it."""
+    def __init__(
+        self,
+        *,
+        chat: _builtins.int = ...,
+        conversation_id: _builtins.int = ...,
+        command: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chat", b"chat", "command", b"command", "conversation_id", b"conversation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationRead: _TypeAlias = ConversationRead  # noqa: Y015
+
+@_typing.final
+class ConversationHit(_message.Message):
+    """One result of a conversation search."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RANK_FIELD_NUMBER: _builtins.int
+    BY_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    SCORE_MEANING_FIELD_NUMBER: _builtins.int
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    EVIDENCE_FIELD_NUMBER: _builtins.int
+    READ_FIELD_NUMBER: _builtins.int
+    LINK_FIELD_NUMBER: _builtins.int
+    FALLBACK_LINK_FIELD_NUMBER: _builtins.int
+    rank: _builtins.int
+    score: _builtins.float
+    """The best chunk's cosine; null for a words-only result."""
+    score_meaning: _builtins.str
+    link: _builtins.str
+    fallback_link: _builtins.str
+    @_builtins.property
+    def by(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def conversation(self) -> Global___Conversation: ...
+    @_builtins.property
+    def evidence(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationChunk]: ...
+    @_builtins.property
+    def read(self) -> Global___ConversationRead: ...
+    def __init__(
+        self,
+        *,
+        rank: _builtins.int = ...,
+        by: _abc.Iterable[_builtins.str] | None = ...,
+        score: _builtins.float | None = ...,
+        score_meaning: _builtins.str = ...,
+        conversation: Global___Conversation | None = ...,
+        evidence: _abc.Iterable[Global___ConversationChunk] | None = ...,
+        read: Global___ConversationRead | None = ...,
+        link: _builtins.str = ...,
+        fallback_link: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_fallback_link", b"_fallback_link", "_score", b"_score", "conversation", b"conversation", "fallback_link", b"fallback_link", "read", b"read", "score", b"score"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_fallback_link", b"_fallback_link", "_score", b"_score", "by", b"by", "conversation", b"conversation", "evidence", b"evidence", "fallback_link", b"fallback_link", "link", b"link", "rank", b"rank", "read", b"read", "score", b"score", "score_meaning", b"score_meaning"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__fallback_link: _TypeAlias = _typing.Literal["fallback_link"]  # noqa: Y015
+    _WhichOneofArgType__fallback_link: _TypeAlias = _typing.Literal["_fallback_link", b"_fallback_link"]  # noqa: Y015
+    _WhichOneofReturnType__score: _TypeAlias = _typing.Literal["score"]  # noqa: Y015
+    _WhichOneofArgType__score: _TypeAlias = _typing.Literal["_score", b"_score"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__fallback_link) -> _WhichOneofReturnType__fallback_link | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__score) -> _WhichOneofReturnType__score | None: ...
+
+Global___ConversationHit: _TypeAlias = ConversationHit  # noqa: Y015
+
+@_typing.final
+class ConversationsResult(_message.Message):
+    """The answer of a conversation search."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
+    EMBEDDED_ONLY_ELSEWHERE_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    COVERAGE_FIELD_NUMBER: _builtins.int
+    note: _builtins.str
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationHit]: ...
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedCompositeFieldContainer[Global___Warning]: ...
+    @_builtins.property
+    def embedded_only_elsewhere(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Chats embedded only under another model (marked ids)."""
+
+    @_builtins.property
+    def coverage(self) -> Global___SearchCoverage: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___ConversationHit] | None = ...,
+        warnings: _abc.Iterable[Global___Warning] | None = ...,
+        embedded_only_elsewhere: _abc.Iterable[_builtins.int] | None = ...,
+        note: _builtins.str = ...,
+        coverage: Global___SearchCoverage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["coverage", b"coverage"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["coverage", b"coverage", "embedded_only_elsewhere", b"embedded_only_elsewhere", "note", b"note", "results", b"results", "warnings", b"warnings"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationsResult: _TypeAlias = ConversationsResult  # noqa: Y015
+
+@_typing.final
+class ThreadResult(_message.Message):
+    """A reply thread, root first; a channel post followed by its comments."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    ROOT_MSG_ID_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    """The chat and message asked about."""
+    msg_id: _builtins.int
+    root_msg_id: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]: ...
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        msg_id: _builtins.int = ...,
+        root_msg_id: _builtins.int = ...,
+        messages: _abc.Iterable[Global___Message] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chat_id", b"chat_id", "messages", b"messages", "msg_id", b"msg_id", "root_msg_id", b"root_msg_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ThreadResult: _TypeAlias = ThreadResult  # noqa: Y015
+
+@_typing.final
+class ContextResult(_message.Message):
+    """The chronological neighbours of a message, within its forum topic when it has one."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    TOPIC_ID_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    msg_id: _builtins.int
+    topic_id: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]: ...
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        msg_id: _builtins.int = ...,
+        topic_id: _builtins.int | None = ...,
+        messages: _abc.Iterable[Global___Message] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_topic_id", b"_topic_id", "topic_id", b"topic_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_topic_id", b"_topic_id", "chat_id", b"chat_id", "messages", b"messages", "msg_id", b"msg_id", "topic_id", b"topic_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__topic_id: _TypeAlias = _typing.Literal["topic_id"]  # noqa: Y015
+    _WhichOneofArgType__topic_id: _TypeAlias = _typing.Literal["_topic_id", b"_topic_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__topic_id) -> _WhichOneofReturnType__topic_id | None: ...
+
+Global___ContextResult: _TypeAlias = ContextResult  # noqa: Y015
+
+@_typing.final
+class EvidenceResult(_message.Message):
+    """Evidence packets, in the order of the locators asked for."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVIDENCE_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    note: _builtins.str
+    @_builtins.property
+    def evidence(self) -> _containers.RepeatedCompositeFieldContainer[Global___Evidence]: ...
+    def __init__(
+        self,
+        *,
+        evidence: _abc.Iterable[Global___Evidence] | None = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["evidence", b"evidence", "note", b"note"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EvidenceResult: _TypeAlias = EvidenceResult  # noqa: Y015
+
+@_typing.final
+class ItemMedia(_message.Message):
+    """--- strict message search (lexical) ---
+
+    A message's media as strict search shows it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    FILE_NAME_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """photo, video, document, ..."""
+    file_name: _builtins.str
+    text: _builtins.str
+    """Text read out of it (clipped); empty when none."""
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str | None = ...,
+        file_name: _builtins.str | None = ...,
+        text: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_file_name", b"_file_name", "_kind", b"_kind", "_text", b"_text", "file_name", b"file_name", "kind", b"kind", "text", b"text"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_file_name", b"_file_name", "_kind", b"_kind", "_text", b"_text", "file_name", b"file_name", "kind", b"kind", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__file_name: _TypeAlias = _typing.Literal["file_name"]  # noqa: Y015
+    _WhichOneofArgType__file_name: _TypeAlias = _typing.Literal["_file_name", b"_file_name"]  # noqa: Y015
+    _WhichOneofReturnType__kind: _TypeAlias = _typing.Literal["kind"]  # noqa: Y015
+    _WhichOneofArgType__kind: _TypeAlias = _typing.Literal["_kind", b"_kind"]  # noqa: Y015
+    _WhichOneofReturnType__text: _TypeAlias = _typing.Literal["text"]  # noqa: Y015
+    _WhichOneofArgType__text: _TypeAlias = _typing.Literal["_text", b"_text"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__file_name) -> _WhichOneofReturnType__file_name | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__kind) -> _WhichOneofReturnType__kind | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__text) -> _WhichOneofReturnType__text | None: ...
+
+Global___ItemMedia: _TypeAlias = ItemMedia  # noqa: Y015
+
+@_typing.final
+class ItemPhoto(_message.Message):
+    """One photo (video, file) of the album a strict hit belongs to."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    SNIPPET_FIELD_NUMBER: _builtins.int
+    MEDIA_FIELD_NUMBER: _builtins.int
+    MATCHED_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    locator: _builtins.str
+    text: _builtins.str
+    snippet: _builtins.str
+    """The text with the matching words marked with **."""
+    matched: _builtins.bool
+    """True when the query matched this photo itself."""
+    @_builtins.property
+    def media(self) -> Global___ItemMedia: ...
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        locator: _builtins.str = ...,
+        text: _builtins.str = ...,
+        snippet: _builtins.str = ...,
+        media: Global___ItemMedia | None = ...,
+        matched: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["media", b"media"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["locator", b"locator", "matched", b"matched", "media", b"media", "msg_id", b"msg_id", "snippet", b"snippet", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ItemPhoto: _TypeAlias = ItemPhoto  # noqa: Y015
+
+@_typing.final
+class ContextMessage(_message.Message):
+    """A chronological neighbour of a strict hit in the same chat."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    SENDER_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    locator: _builtins.str
+    date: _builtins.str
+    """ISO 8601 UTC."""
+    text: _builtins.str
+    @_builtins.property
+    def sender(self) -> Global___Sender: ...
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        locator: _builtins.str = ...,
+        date: _builtins.str | None = ...,
+        sender: Global___Sender | None = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_date", b"_date", "date", b"date", "sender", b"sender"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_date", b"_date", "date", b"date", "locator", b"locator", "msg_id", b"msg_id", "sender", b"sender", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__date: _TypeAlias = _typing.Literal["date"]  # noqa: Y015
+    _WhichOneofArgType__date: _TypeAlias = _typing.Literal["_date", b"_date"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__date) -> _WhichOneofReturnType__date | None: ...
+
+Global___ContextMessage: _TypeAlias = ContextMessage  # noqa: Y015
+
+@_typing.final
+class ItemContext(_message.Message):
+    """The neighbours of a strict hit, each way; only when the request asked for context."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BEFORE_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def before(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContextMessage]: ...
+    @_builtins.property
+    def after(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContextMessage]: ...
+    def __init__(
+        self,
+        *,
+        before: _abc.Iterable[Global___ContextMessage] | None = ...,
+        after: _abc.Iterable[Global___ContextMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "before", b"before"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ItemContext: _TypeAlias = ItemContext  # noqa: Y015
+
+@_typing.final
+class MessageItem(_message.Message):
+    """One strict hit: a message that satisfies the query exactly."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    CHAT_FIELD_NUMBER: _builtins.int
+    SENDER_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    SNIPPET_FIELD_NUMBER: _builtins.int
+    LINK_FIELD_NUMBER: _builtins.int
+    FALLBACK_LINK_FIELD_NUMBER: _builtins.int
+    TOPIC_ID_FIELD_NUMBER: _builtins.int
+    MEDIA_FIELD_NUMBER: _builtins.int
+    ALBUM_FIELD_NUMBER: _builtins.int
+    CONTEXT_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    chat_id: _builtins.int
+    """Marked chat id."""
+    msg_id: _builtins.int
+    locator: _builtins.str
+    date: _builtins.str
+    """ISO 8601 UTC."""
+    text: _builtins.str
+    snippet: _builtins.str
+    """The text with the matching words marked with **."""
+    link: _builtins.str
+    fallback_link: _builtins.str
+    topic_id: _builtins.int
+    @_builtins.property
+    def chat(self) -> Global___Chat: ...
+    @_builtins.property
+    def sender(self) -> Global___Sender: ...
+    @_builtins.property
+    def media(self) -> Global___ItemMedia:
+        """null when the message has no media."""
+
+    @_builtins.property
+    def album(self) -> _containers.RepeatedCompositeFieldContainer[Global___ItemPhoto]:
+        """Every photo of the hit's album, in order; absent outside albums."""
+
+    @_builtins.property
+    def context(self) -> Global___ItemContext: ...
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        chat_id: _builtins.int = ...,
+        msg_id: _builtins.int = ...,
+        locator: _builtins.str = ...,
+        chat: Global___Chat | None = ...,
+        sender: Global___Sender | None = ...,
+        date: _builtins.str | None = ...,
+        text: _builtins.str = ...,
+        snippet: _builtins.str = ...,
+        link: _builtins.str = ...,
+        fallback_link: _builtins.str | None = ...,
+        topic_id: _builtins.int | None = ...,
+        media: Global___ItemMedia | None = ...,
+        album: _abc.Iterable[Global___ItemPhoto] | None = ...,
+        context: Global___ItemContext | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_date", b"_date", "_fallback_link", b"_fallback_link", "_topic_id", b"_topic_id", "chat", b"chat", "context", b"context", "date", b"date", "fallback_link", b"fallback_link", "media", b"media", "sender", b"sender", "topic_id", b"topic_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_date", b"_date", "_fallback_link", b"_fallback_link", "_topic_id", b"_topic_id", "account", b"account", "album", b"album", "chat", b"chat", "chat_id", b"chat_id", "context", b"context", "date", b"date", "fallback_link", b"fallback_link", "link", b"link", "locator", b"locator", "media", b"media", "msg_id", b"msg_id", "sender", b"sender", "snippet", b"snippet", "text", b"text", "topic_id", b"topic_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__date: _TypeAlias = _typing.Literal["date"]  # noqa: Y015
+    _WhichOneofArgType__date: _TypeAlias = _typing.Literal["_date", b"_date"]  # noqa: Y015
+    _WhichOneofReturnType__fallback_link: _TypeAlias = _typing.Literal["fallback_link"]  # noqa: Y015
+    _WhichOneofArgType__fallback_link: _TypeAlias = _typing.Literal["_fallback_link", b"_fallback_link"]  # noqa: Y015
+    _WhichOneofReturnType__topic_id: _TypeAlias = _typing.Literal["topic_id"]  # noqa: Y015
+    _WhichOneofArgType__topic_id: _TypeAlias = _typing.Literal["_topic_id", b"_topic_id"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__date) -> _WhichOneofReturnType__date | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__fallback_link) -> _WhichOneofReturnType__fallback_link | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__topic_id) -> _WhichOneofReturnType__topic_id | None: ...
+
+Global___MessageItem: _TypeAlias = MessageItem  # noqa: Y015
+
+@_typing.final
+class QueryInfo(_message.Message):
+    """What a strict search ran: language and versions, the timezone used and the order applied."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LANGUAGE_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    FIELDS_VERSION_FIELD_NUMBER: _builtins.int
+    PRESET_VERSION_FIELD_NUMBER: _builtins.int
+    TIMEZONE_FIELD_NUMBER: _builtins.int
+    ORDER_FIELD_NUMBER: _builtins.int
+    language: _builtins.str
+    """"lucene-v1"."""
+    version: _builtins.int
+    fields_version: _builtins.int
+    preset_version: _builtins.int
+    timezone: _builtins.str
+    """The IANA timezone calendar days were taken in."""
+    order: _builtins.str
+    """relevance or newest."""
+    def __init__(
+        self,
+        *,
+        language: _builtins.str = ...,
+        version: _builtins.int = ...,
+        fields_version: _builtins.int = ...,
+        preset_version: _builtins.int = ...,
+        timezone: _builtins.str = ...,
+        order: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fields_version", b"fields_version", "language", b"language", "order", b"order", "preset_version", b"preset_version", "timezone", b"timezone", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryInfo: _TypeAlias = QueryInfo  # noqa: Y015
+
+@_typing.final
+class AccountCoverage(_message.Message):
+    """One searched account: its provider and how many of its chats are complete."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    PROVIDER_FIELD_NUMBER: _builtins.int
+    CHATS_FIELD_NUMBER: _builtins.int
+    CHATS_COMPLETE_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    provider: _builtins.str
+    """telegram, or import."""
+    chats: _builtins.int
+    chats_complete: _builtins.int
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        provider: _builtins.str = ...,
+        chats: _builtins.int = ...,
+        chats_complete: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "chats", b"chats", "chats_complete", b"chats_complete", "provider", b"provider"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AccountCoverage: _TypeAlias = AccountCoverage  # noqa: Y015
+
+@_typing.final
+class CoveredChat(_message.Message):
+    """One chat a strict search covered and how complete its local copy is."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    HISTORY_COMPLETE_FIELD_NUMBER: _builtins.int
+    LAST_FETCHED_AT_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    chat_id: _builtins.int
+    """Marked chat id."""
+    title: _builtins.str
+    type: Global___ChatKind.ValueType
+    history_complete: _builtins.bool
+    last_fetched_at: _builtins.str
+    """ISO 8601 UTC of the last fetch; null when never synced."""
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        chat_id: _builtins.int = ...,
+        title: _builtins.str = ...,
+        type: Global___ChatKind.ValueType = ...,
+        history_complete: _builtins.bool = ...,
+        last_fetched_at: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_last_fetched_at", b"_last_fetched_at", "last_fetched_at", b"last_fetched_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_last_fetched_at", b"_last_fetched_at", "account", b"account", "chat_id", b"chat_id", "history_complete", b"history_complete", "last_fetched_at", b"last_fetched_at", "title", b"title", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__last_fetched_at: _TypeAlias = _typing.Literal["last_fetched_at"]  # noqa: Y015
+    _WhichOneofArgType__last_fetched_at: _TypeAlias = _typing.Literal["_last_fetched_at", b"_last_fetched_at"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__last_fetched_at) -> _WhichOneofReturnType__last_fetched_at | None: ...
+
+Global___CoveredChat: _TypeAlias = CoveredChat  # noqa: Y015
+
+@_typing.final
+class MessagesCoverage(_message.Message):
+    """What a strict answer covers. inventory_complete is false: the store does not verify that it
+    holds every chat of an account.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNTS_FIELD_NUMBER: _builtins.int
+    CHATS_FIELD_NUMBER: _builtins.int
+    INVENTORY_COMPLETE_FIELD_NUMBER: _builtins.int
+    inventory_complete: _builtins.bool
+    @_builtins.property
+    def accounts(self) -> _containers.RepeatedCompositeFieldContainer[Global___AccountCoverage]: ...
+    @_builtins.property
+    def chats(self) -> _containers.RepeatedCompositeFieldContainer[Global___CoveredChat]: ...
+    def __init__(
+        self,
+        *,
+        accounts: _abc.Iterable[Global___AccountCoverage] | None = ...,
+        chats: _abc.Iterable[Global___CoveredChat] | None = ...,
+        inventory_complete: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "chats", b"chats", "inventory_complete", b"inventory_complete"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MessagesCoverage: _TypeAlias = MessagesCoverage  # noqa: Y015
+
+@_typing.final
+class MessagesResult(_message.Message):
+    """The answer of a strict message search (one page)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITEMS_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    HAS_MORE_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    WORDS_READY_FIELD_NUMBER: _builtins.int
+    COVERAGE_FIELD_NUMBER: _builtins.int
+    page: _builtins.int
+    """1-based page number."""
+    limit: _builtins.int
+    has_more: _builtins.bool
+    next_page_token: _builtins.str
+    """Opaque token of the next page; null on the last one."""
+    words_ready: _builtins.bool
+    """False while the word index is still catching up with the store."""
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageItem]: ...
+    @_builtins.property
+    def query(self) -> Global___QueryInfo: ...
+    @_builtins.property
+    def coverage(self) -> Global___MessagesCoverage: ...
+    def __init__(
+        self,
+        *,
+        items: _abc.Iterable[Global___MessageItem] | None = ...,
+        page: _builtins.int = ...,
+        limit: _builtins.int = ...,
+        has_more: _builtins.bool = ...,
+        next_page_token: _builtins.str | None = ...,
+        query: Global___QueryInfo | None = ...,
+        words_ready: _builtins.bool = ...,
+        coverage: Global___MessagesCoverage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_next_page_token", b"_next_page_token", "coverage", b"coverage", "next_page_token", b"next_page_token", "query", b"query"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_next_page_token", b"_next_page_token", "coverage", b"coverage", "has_more", b"has_more", "items", b"items", "limit", b"limit", "next_page_token", b"next_page_token", "page", b"page", "query", b"query", "words_ready", b"words_ready"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__next_page_token: _TypeAlias = _typing.Literal["next_page_token"]  # noqa: Y015
+    _WhichOneofArgType__next_page_token: _TypeAlias = _typing.Literal["_next_page_token", b"_next_page_token"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__next_page_token) -> _WhichOneofReturnType__next_page_token | None: ...
+
+Global___MessagesResult: _TypeAlias = MessagesResult  # noqa: Y015
+
+@_typing.final
+class ConversationSummary(_message.Message):
+    """--- conversation readers (unitize) ---
+
+    One conversation of a chat's current build, as a list shows it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    FIRST_MSG_ID_FIELD_NUMBER: _builtins.int
+    LAST_MSG_ID_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    PARTICIPANTS_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.int
+    """Ids change between builds."""
+    first_msg_id: _builtins.int
+    last_msg_id: _builtins.int
+    start: _builtins.str
+    """ISO 8601 UTC."""
+    end: _builtins.str
+    message_count: _builtins.int
+    locator: _builtins.str
+    """Locator of the first message."""
+    @_builtins.property
+    def participants(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Display names of the senders."""
+
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.int = ...,
+        first_msg_id: _builtins.int = ...,
+        last_msg_id: _builtins.int = ...,
+        start: _builtins.str = ...,
+        end: _builtins.str = ...,
+        message_count: _builtins.int = ...,
+        participants: _abc.Iterable[_builtins.str] | None = ...,
+        locator: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "end", b"end", "first_msg_id", b"first_msg_id", "last_msg_id", b"last_msg_id", "locator", b"locator", "message_count", b"message_count", "participants", b"participants", "start", b"start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationSummary: _TypeAlias = ConversationSummary  # noqa: Y015
+
+@_typing.final
+class ConversationList(_message.Message):
+    """The conversations of a chat's current build, newest first."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    BUILD_ID_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    """Marked chat id."""
+    build_id: _builtins.int
+    total: _builtins.int
+    """Conversations since the bound, of which these are the first."""
+    note: _builtins.str
+    @_builtins.property
+    def conversations(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationSummary]: ...
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        build_id: _builtins.int | None = ...,
+        total: _builtins.int = ...,
+        conversations: _abc.Iterable[Global___ConversationSummary] | None = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_build_id", b"_build_id", "build_id", b"build_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_build_id", b"_build_id", "build_id", b"build_id", "chat_id", b"chat_id", "conversations", b"conversations", "note", b"note", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__build_id: _TypeAlias = _typing.Literal["build_id"]  # noqa: Y015
+    _WhichOneofArgType__build_id: _TypeAlias = _typing.Literal["_build_id", b"_build_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__build_id) -> _WhichOneofReturnType__build_id | None: ...
+
+Global___ConversationList: _TypeAlias = ConversationList  # noqa: Y015
+
+@_typing.final
+class ConversationMessage(_message.Message):
+    """One message of a conversation with the link that placed it there."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    PARENT_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    SENDER_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    MEDIA_FIELD_NUMBER: _builtins.int
+    MEDIA_TEXT_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    locator: _builtins.str
+    parent_id: _builtins.int
+    """The chosen parent; null when the message starts the conversation."""
+    reason: _builtins.str
+    """reply, agent, mention, same-author, new, ..."""
+    confidence: _builtins.float
+    """0..1."""
+    deleted: _builtins.bool
+    """True when the message was deleted after the build; absent otherwise."""
+    date: _builtins.str
+    """ISO 8601 UTC; null for a deleted message."""
+    sender: _builtins.str
+    """The sender's display name; null for a deleted message."""
+    text: _builtins.str
+    media: _builtins.str
+    """The media kind; null when none."""
+    media_text: _builtins.str
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        locator: _builtins.str = ...,
+        parent_id: _builtins.int | None = ...,
+        reason: _builtins.str = ...,
+        confidence: _builtins.float = ...,
+        deleted: _builtins.bool = ...,
+        date: _builtins.str | None = ...,
+        sender: _builtins.str | None = ...,
+        text: _builtins.str = ...,
+        media: _builtins.str | None = ...,
+        media_text: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_date", b"_date", "_media", b"_media", "_media_text", b"_media_text", "_parent_id", b"_parent_id", "_sender", b"_sender", "date", b"date", "media", b"media", "media_text", b"media_text", "parent_id", b"parent_id", "sender", b"sender"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_date", b"_date", "_media", b"_media", "_media_text", b"_media_text", "_parent_id", b"_parent_id", "_sender", b"_sender", "confidence", b"confidence", "date", b"date", "deleted", b"deleted", "locator", b"locator", "media", b"media", "media_text", b"media_text", "msg_id", b"msg_id", "parent_id", b"parent_id", "reason", b"reason", "sender", b"sender", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__date: _TypeAlias = _typing.Literal["date"]  # noqa: Y015
+    _WhichOneofArgType__date: _TypeAlias = _typing.Literal["_date", b"_date"]  # noqa: Y015
+    _WhichOneofReturnType__media: _TypeAlias = _typing.Literal["media"]  # noqa: Y015
+    _WhichOneofArgType__media: _TypeAlias = _typing.Literal["_media", b"_media"]  # noqa: Y015
+    _WhichOneofReturnType__media_text: _TypeAlias = _typing.Literal["media_text"]  # noqa: Y015
+    _WhichOneofArgType__media_text: _TypeAlias = _typing.Literal["_media_text", b"_media_text"]  # noqa: Y015
+    _WhichOneofReturnType__parent_id: _TypeAlias = _typing.Literal["parent_id"]  # noqa: Y015
+    _WhichOneofArgType__parent_id: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id"]  # noqa: Y015
+    _WhichOneofReturnType__sender: _TypeAlias = _typing.Literal["sender"]  # noqa: Y015
+    _WhichOneofArgType__sender: _TypeAlias = _typing.Literal["_sender", b"_sender"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__date) -> _WhichOneofReturnType__date | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__media) -> _WhichOneofReturnType__media | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__media_text) -> _WhichOneofReturnType__media_text | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__parent_id) -> _WhichOneofReturnType__parent_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__sender) -> _WhichOneofReturnType__sender | None: ...
+
+Global___ConversationMessage: _TypeAlias = ConversationMessage  # noqa: Y015
+
+@_typing.final
+class ConversationView(_message.Message):
+    """One conversation of the current build, its messages in date order."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    BUILD_ID_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    build_id: _builtins.int
+    conversation_id: _builtins.int
+    note: _builtins.str
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationMessage]: ...
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        build_id: _builtins.int | None = ...,
+        conversation_id: _builtins.int = ...,
+        messages: _abc.Iterable[Global___ConversationMessage] | None = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_build_id", b"_build_id", "build_id", b"build_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_build_id", b"_build_id", "build_id", b"build_id", "chat_id", b"chat_id", "conversation_id", b"conversation_id", "messages", b"messages", "note", b"note"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__build_id: _TypeAlias = _typing.Literal["build_id"]  # noqa: Y015
+    _WhichOneofArgType__build_id: _TypeAlias = _typing.Literal["_build_id", b"_build_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__build_id) -> _WhichOneofReturnType__build_id | None: ...
+
+Global___ConversationView: _TypeAlias = ConversationView  # noqa: Y015
+
+@_typing.final
+class LinkStep(_message.Message):
+    """One step of a message's chosen parent chain."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    PARENT_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    LOCATOR_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    parent_id: _builtins.int
+    """null at the conversation's start."""
+    reason: _builtins.str
+    confidence: _builtins.float
+    """0..1."""
+    locator: _builtins.str
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        parent_id: _builtins.int | None = ...,
+        reason: _builtins.str = ...,
+        confidence: _builtins.float = ...,
+        locator: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id", "parent_id", b"parent_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id", "confidence", b"confidence", "locator", b"locator", "msg_id", b"msg_id", "parent_id", b"parent_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__parent_id: _TypeAlias = _typing.Literal["parent_id"]  # noqa: Y015
+    _WhichOneofArgType__parent_id: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__parent_id) -> _WhichOneofReturnType__parent_id | None: ...
+
+Global___LinkStep: _TypeAlias = LinkStep  # noqa: Y015
+
+@_typing.final
+class RejectedCandidate(_message.Message):
+    """A parent candidate the linker weighed and did not choose."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CANDIDATE_ID_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    candidate_id: _builtins.int
+    """null for the "starts a new conversation" candidate."""
+    score: _builtins.float
+    def __init__(
+        self,
+        *,
+        candidate_id: _builtins.int | None = ...,
+        score: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_candidate_id", b"_candidate_id", "candidate_id", b"candidate_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_candidate_id", b"_candidate_id", "candidate_id", b"candidate_id", "score", b"score"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__candidate_id: _TypeAlias = _typing.Literal["candidate_id"]  # noqa: Y015
+    _WhichOneofArgType__candidate_id: _TypeAlias = _typing.Literal["_candidate_id", b"_candidate_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__candidate_id) -> _WhichOneofReturnType__candidate_id | None: ...
+
+Global___RejectedCandidate: _TypeAlias = RejectedCandidate  # noqa: Y015
+
+@_typing.final
+class MessageLinksResult(_message.Message):
+    """A message's chosen parent chain, itself first, and the rejected candidates."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    BUILD_ID_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    CHAIN_FIELD_NUMBER: _builtins.int
+    REJECTED_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    build_id: _builtins.int
+    msg_id: _builtins.int
+    conversation_id: _builtins.int
+    note: _builtins.str
+    @_builtins.property
+    def chain(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkStep]: ...
+    @_builtins.property
+    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___RejectedCandidate]: ...
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        build_id: _builtins.int | None = ...,
+        msg_id: _builtins.int = ...,
+        conversation_id: _builtins.int = ...,
+        chain: _abc.Iterable[Global___LinkStep] | None = ...,
+        rejected: _abc.Iterable[Global___RejectedCandidate] | None = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_build_id", b"_build_id", "build_id", b"build_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_build_id", b"_build_id", "build_id", b"build_id", "chain", b"chain", "chat_id", b"chat_id", "conversation_id", b"conversation_id", "msg_id", b"msg_id", "note", b"note", "rejected", b"rejected"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__build_id: _TypeAlias = _typing.Literal["build_id"]  # noqa: Y015
+    _WhichOneofArgType__build_id: _TypeAlias = _typing.Literal["_build_id", b"_build_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__build_id) -> _WhichOneofReturnType__build_id | None: ...
+
+Global___MessageLinksResult: _TypeAlias = MessageLinksResult  # noqa: Y015
+
+OMIT_EMPTY_FIELD_NUMBER: _builtins.int
+omit_empty: _extension_dict._ExtensionFieldDescriptor[_descriptor_pb2.FieldOptions, _builtins.bool]
+"""Leave the field out when unset (optional or message), empty (repeated) or the default
+(scalar); without it an unset optional or message field is written as null.
+"""

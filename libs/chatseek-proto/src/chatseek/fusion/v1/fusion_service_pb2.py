@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from chatseek.common.v1 import common_pb2 as chatseek_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'chatseek/fusion/v1/fusion_service.proto\x12\x12\x63hatseek.fusion.v1\x1a\x1f\x63hatseek/common/v1/common.proto\"\xd2\x01\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05\x63hats\x18\x02 \x03(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x0f\n\x07\x61\x63\x63ount\x18\x04 \x01(\t\x12,\n\x05range\x18\x05 \x01(\x0b\x32\x1d.chatseek.common.v1.TimeRange\x12\r\n\x05kinds\x18\x06 \x03(\t\x12\x0c\n\x04mode\x18\x07 \x01(\t\x12\t\n\x01k\x18\x08 \x01(\x05\x12\x13\n\x06rerank\x18\t \x01(\x08H\x00\x88\x01\x01\x12\x0c\n\x04\x66ull\x18\n \x01(\x08\x42\t\n\x07_rerank\">\n\x0eSearchResponse\x12,\n\x06result\x18\x01 \x01(\x0b\x32\x1c.chatseek.common.v1.Document\"x\n\x1aSearchConversationsRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12\r\n\x05\x63hats\x18\x02 \x03(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x0f\n\x07\x61\x63\x63ount\x18\x04 \x01(\t\x12\r\n\x05since\x18\x05 \x01(\x03\x12\t\n\x01k\x18\x06 \x01(\x05\"K\n\x1bSearchConversationsResponse\x12,\n\x06result\x18\x01 \x01(\x0b\x32\x1c.chatseek.common.v1.Document\">\n\rThreadRequest\x12\x0f\n\x07\x61\x63\x63ount\x18\x01 \x01(\t\x12\x0c\n\x04\x63hat\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\x03\">\n\x0eThreadResponse\x12,\n\x06result\x18\x01 \x01(\x0b\x32\x1c.chatseek.common.v1.Document\"}\n\x0e\x43ontextRequest\x12\x0f\n\x07\x61\x63\x63ount\x18\x01 \x01(\t\x12\x0c\n\x04\x63hat\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\x03\x12\x13\n\x06\x62\x65\x66ore\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x12\n\x05\x61\x66ter\x18\x05 \x01(\x05H\x01\x88\x01\x01\x42\t\n\x07_beforeB\x08\n\x06_after\"?\n\x0f\x43ontextResponse\x12,\n\x06result\x18\x01 \x01(\x0b\x32\x1c.chatseek.common.v1.Document\"6\n\x0f\x45videnceRequest\x12\x10\n\x08locators\x18\x01 \x03(\t\x12\x11\n\tmax_chars\x18\x02 \x01(\x05\"@\n\x10\x45videnceResponse\x12,\n\x06result\x18\x01 \x01(\x0b\x32\x1c.chatseek.common.v1.Document2\xd4\x03\n\rFusionService\x12O\n\x06Search\x12!.chatseek.fusion.v1.SearchRequest\x1a\".chatseek.fusion.v1.SearchResponse\x12v\n\x13SearchConversations\x12..chatseek.fusion.v1.SearchConversationsRequest\x1a/.chatseek.fusion.v1.SearchConversationsResponse\x12O\n\x06Thread\x12!.chatseek.fusion.v1.ThreadRequest\x1a\".chatseek.fusion.v1.ThreadResponse\x12R\n\x07\x43ontext\x12\".chatseek.fusion.v1.ContextRequest\x1a#.chatseek.fusion.v1.ContextResponse\x12U\n\x08\x45vidence\x12#.chatseek.fusion.v1.EvidenceRequest\x1a$.chatseek.fusion.v1.EvidenceResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'chatseek/fusion/v1/fusion_service.proto\x12\x12\x63hatseek.fusion.v1\x1a\x1f\x63hatseek/common/v1/common.proto\"\x9a\x02\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05\x63hats\x18\x02 \x03(\t\x12*\n\x06source\x18\x0b \x01(\x0e\x32\x1a.chatseek.common.v1.Source\x12\x0f\n\x07\x61\x63\x63ount\x18\x04 \x01(\t\x12,\n\x05range\x18\x05 \x01(\x0b\x32\x1d.chatseek.common.v1.TimeRange\x12\r\n\x05kinds\x18\x06 \x03(\t\x12,\n\x04mode\x18\x0c \x01(\x0e\x32\x1e.chatseek.common.v1.SearchMode\x12\t\n\x01k\x18\x08 \x01(\x05\x12\x13\n\x06rerank\x18\t \x01(\x08H\x00\x88\x01\x01\x12\x0c\n\x04\x66ull\x18\n \x01(\x08\x42\t\n\x07_rerankJ\x04\x08\x03\x10\x04J\x04\x08\x07\x10\x08\"H\n\x0eSearchResponse\x12\x30\n\x06result\x18\x02 \x01(\x0b\x32 .chatseek.common.v1.SearchResultJ\x04\x08\x01\x10\x02\"\x9a\x01\n\x1aSearchConversationsRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12\r\n\x05\x63hats\x18\x02 \x03(\t\x12*\n\x06source\x18\x07 \x01(\x0e\x32\x1a.chatseek.common.v1.Source\x12\x0f\n\x07\x61\x63\x63ount\x18\x04 \x01(\t\x12\r\n\x05since\x18\x05 \x01(\x03\x12\t\n\x01k\x18\x06 \x01(\x05J\x04\x08\x03\x10\x04\"\\\n\x1bSearchConversationsResponse\x12\x37\n\x06result\x18\x02 \x01(\x0b\x32\'.chatseek.common.v1.ConversationsResultJ\x04\x08\x01\x10\x02\">\n\rThreadRequest\x12\x0f\n\x07\x61\x63\x63ount\x18\x01 \x01(\t\x12\x0c\n\x04\x63hat\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\x03\"H\n\x0eThreadResponse\x12\x30\n\x06result\x18\x02 \x01(\x0b\x32 .chatseek.common.v1.ThreadResultJ\x04\x08\x01\x10\x02\"}\n\x0e\x43ontextRequest\x12\x0f\n\x07\x61\x63\x63ount\x18\x01 \x01(\t\x12\x0c\n\x04\x63hat\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\x03\x12\x13\n\x06\x62\x65\x66ore\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x12\n\x05\x61\x66ter\x18\x05 \x01(\x05H\x01\x88\x01\x01\x42\t\n\x07_beforeB\x08\n\x06_after\"J\n\x0f\x43ontextResponse\x12\x31\n\x06result\x18\x02 \x01(\x0b\x32!.chatseek.common.v1.ContextResultJ\x04\x08\x01\x10\x02\"6\n\x0f\x45videnceRequest\x12\x10\n\x08locators\x18\x01 \x03(\t\x12\x11\n\tmax_chars\x18\x02 \x01(\x05\"L\n\x10\x45videnceResponse\x12\x32\n\x06result\x18\x02 \x01(\x0b\x32\".chatseek.common.v1.EvidenceResultJ\x04\x08\x01\x10\x02\x32\xd4\x03\n\rFusionService\x12O\n\x06Search\x12!.chatseek.fusion.v1.SearchRequest\x1a\".chatseek.fusion.v1.SearchResponse\x12v\n\x13SearchConversations\x12..chatseek.fusion.v1.SearchConversationsRequest\x1a/.chatseek.fusion.v1.SearchConversationsResponse\x12O\n\x06Thread\x12!.chatseek.fusion.v1.ThreadRequest\x1a\".chatseek.fusion.v1.ThreadResponse\x12R\n\x07\x43ontext\x12\".chatseek.fusion.v1.ContextRequest\x1a#.chatseek.fusion.v1.ContextResponse\x12U\n\x08\x45vidence\x12#.chatseek.fusion.v1.EvidenceRequest\x1a$.chatseek.fusion.v1.EvidenceResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,25 +33,25 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'chatseek.fusion.v1.fusion_s
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SEARCHREQUEST']._serialized_start=97
-  _globals['_SEARCHREQUEST']._serialized_end=307
-  _globals['_SEARCHRESPONSE']._serialized_start=309
-  _globals['_SEARCHRESPONSE']._serialized_end=371
-  _globals['_SEARCHCONVERSATIONSREQUEST']._serialized_start=373
-  _globals['_SEARCHCONVERSATIONSREQUEST']._serialized_end=493
-  _globals['_SEARCHCONVERSATIONSRESPONSE']._serialized_start=495
-  _globals['_SEARCHCONVERSATIONSRESPONSE']._serialized_end=570
-  _globals['_THREADREQUEST']._serialized_start=572
-  _globals['_THREADREQUEST']._serialized_end=634
-  _globals['_THREADRESPONSE']._serialized_start=636
-  _globals['_THREADRESPONSE']._serialized_end=698
-  _globals['_CONTEXTREQUEST']._serialized_start=700
-  _globals['_CONTEXTREQUEST']._serialized_end=825
-  _globals['_CONTEXTRESPONSE']._serialized_start=827
-  _globals['_CONTEXTRESPONSE']._serialized_end=890
-  _globals['_EVIDENCEREQUEST']._serialized_start=892
-  _globals['_EVIDENCEREQUEST']._serialized_end=946
-  _globals['_EVIDENCERESPONSE']._serialized_start=948
-  _globals['_EVIDENCERESPONSE']._serialized_end=1012
-  _globals['_FUSIONSERVICE']._serialized_start=1015
-  _globals['_FUSIONSERVICE']._serialized_end=1483
+  _globals['_SEARCHREQUEST']._serialized_end=379
+  _globals['_SEARCHRESPONSE']._serialized_start=381
+  _globals['_SEARCHRESPONSE']._serialized_end=453
+  _globals['_SEARCHCONVERSATIONSREQUEST']._serialized_start=456
+  _globals['_SEARCHCONVERSATIONSREQUEST']._serialized_end=610
+  _globals['_SEARCHCONVERSATIONSRESPONSE']._serialized_start=612
+  _globals['_SEARCHCONVERSATIONSRESPONSE']._serialized_end=704
+  _globals['_THREADREQUEST']._serialized_start=706
+  _globals['_THREADREQUEST']._serialized_end=768
+  _globals['_THREADRESPONSE']._serialized_start=770
+  _globals['_THREADRESPONSE']._serialized_end=842
+  _globals['_CONTEXTREQUEST']._serialized_start=844
+  _globals['_CONTEXTREQUEST']._serialized_end=969
+  _globals['_CONTEXTRESPONSE']._serialized_start=971
+  _globals['_CONTEXTRESPONSE']._serialized_end=1045
+  _globals['_EVIDENCEREQUEST']._serialized_start=1047
+  _globals['_EVIDENCEREQUEST']._serialized_end=1101
+  _globals['_EVIDENCERESPONSE']._serialized_start=1103
+  _globals['_EVIDENCERESPONSE']._serialized_end=1179
+  _globals['_FUSIONSERVICE']._serialized_start=1182
+  _globals['_FUSIONSERVICE']._serialized_end=1650
 # @@protoc_insertion_point(module_scope)

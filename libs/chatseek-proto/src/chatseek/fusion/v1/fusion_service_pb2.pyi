@@ -34,11 +34,11 @@ class SearchRequest(_message.Message):
     RERANK_FIELD_NUMBER: _builtins.int
     FULL_FIELD_NUMBER: _builtins.int
     query: _builtins.str
-    source: _builtins.str
-    """"telegram" (the active account) or "all"."""
+    source: _common_pb2.Source.ValueType
+    """The active account (or the request's) or every account."""
     account: _builtins.str
-    mode: _builtins.str
-    """hybrid, lexical or dense."""
+    mode: _common_pb2.SearchMode.ValueType
+    """Unspecified = hybrid."""
     k: _builtins.int
     rerank: _builtins.bool
     """Unset = the configured default (on)."""
@@ -59,11 +59,11 @@ class SearchRequest(_message.Message):
         *,
         query: _builtins.str = ...,
         chats: _abc.Iterable[_builtins.str] | None = ...,
-        source: _builtins.str = ...,
+        source: _common_pb2.Source.ValueType = ...,
         account: _builtins.str = ...,
         range: _common_pb2.TimeRange | None = ...,
         kinds: _abc.Iterable[_builtins.str] | None = ...,
-        mode: _builtins.str = ...,
+        mode: _common_pb2.SearchMode.ValueType = ...,
         k: _builtins.int = ...,
         rerank: _builtins.bool | None = ...,
         full: _builtins.bool = ...,
@@ -84,16 +84,13 @@ class SearchResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """{hits: [{rank, score, score_meaning, by, kind, unit_id, chat, date_range, anchor_msg_id,
-        link, fallback_link, locators, snippet, msg_ids, text?}], warnings, index_age_min,
-        coverage, mode, reranked}.
-        """
+    def result(self) -> _common_pb2.SearchResult:
+        """index_age_min and took_ms are left for the gateway."""
 
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.SearchResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -114,7 +111,7 @@ class SearchConversationsRequest(_message.Message):
     SINCE_FIELD_NUMBER: _builtins.int
     K_FIELD_NUMBER: _builtins.int
     question: _builtins.str
-    source: _builtins.str
+    source: _common_pb2.Source.ValueType
     account: _builtins.str
     since: _builtins.int
     """Only conversations ending at or after this time (unix seconds UTC)."""
@@ -126,7 +123,7 @@ class SearchConversationsRequest(_message.Message):
         *,
         question: _builtins.str = ...,
         chats: _abc.Iterable[_builtins.str] | None = ...,
-        source: _builtins.str = ...,
+        source: _common_pb2.Source.ValueType = ...,
         account: _builtins.str = ...,
         since: _builtins.int = ...,
         k: _builtins.int = ...,
@@ -145,16 +142,11 @@ class SearchConversationsResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """{results: [{rank, by, score, conversation: {chat, build_id, conversation_id, first_msg_id,
-        last_msg_id, start, end, message_count, participants}, chunk, link}], warnings,
-        embedded_only_elsewhere}.
-        """
-
+    def result(self) -> _common_pb2.ConversationsResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ConversationsResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -196,15 +188,11 @@ class ThreadResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """{chat_id, msg_id, messages: [{chat_id, msg_id, locator, date, from_name, text, url,
-        fallback_url, reply_to_msg_id}]}.
-        """
-
+    def result(self) -> _common_pb2.ThreadResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ThreadResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -259,11 +247,11 @@ class ContextResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.ContextResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ContextResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -305,15 +293,11 @@ class EvidenceResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """{evidence: [{locator, chat, sender, date, text, fingerprint, truncated, bounds,
-        chat_history_complete}]}.
-        """
-
+    def result(self) -> _common_pb2.EvidenceResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.EvidenceResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...

@@ -36,12 +36,14 @@ class SearchRequest(_message.Message):
     FULL_FIELD_NUMBER: _builtins.int
     AUTO_SYNC_FIELD_NUMBER: _builtins.int
     query: _builtins.str
-    source: _builtins.str
+    source: _common_pb2.Source.ValueType
+    """The active account (or the request's) or every account."""
     account: _builtins.str
     since: _builtins.str
     """Bounds as the user typed them (ISO date, month, datetime, age like 7d); resolved here."""
     until: _builtins.str
-    mode: _builtins.str
+    mode: _common_pb2.SearchMode.ValueType
+    """Unspecified = hybrid."""
     k: _builtins.int
     rerank: _builtins.bool
     full: _builtins.bool
@@ -56,12 +58,12 @@ class SearchRequest(_message.Message):
         *,
         query: _builtins.str = ...,
         chats: _abc.Iterable[_builtins.str] | None = ...,
-        source: _builtins.str = ...,
+        source: _common_pb2.Source.ValueType = ...,
         account: _builtins.str = ...,
         since: _builtins.str = ...,
         until: _builtins.str = ...,
         kinds: _abc.Iterable[_builtins.str] | None = ...,
-        mode: _builtins.str = ...,
+        mode: _common_pb2.SearchMode.ValueType = ...,
         k: _builtins.int = ...,
         rerank: _builtins.bool | None = ...,
         full: _builtins.bool = ...,
@@ -83,11 +85,11 @@ class SearchResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.SearchResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.SearchResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -113,7 +115,8 @@ class SearchMessagesRequest(_message.Message):
     CONTEXT_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     tree_json: _builtins.str
-    source: _builtins.str
+    source: _common_pb2.Source.ValueType
+    """The active account (or the request's) or every account."""
     account: _builtins.str
     timezone: _builtins.str
     limit: _builtins.int
@@ -127,7 +130,7 @@ class SearchMessagesRequest(_message.Message):
         *,
         query: _builtins.str = ...,
         tree_json: _builtins.str = ...,
-        source: _builtins.str = ...,
+        source: _common_pb2.Source.ValueType = ...,
         account: _builtins.str = ...,
         chats: _abc.Iterable[_builtins.str] | None = ...,
         timezone: _builtins.str = ...,
@@ -150,11 +153,11 @@ class SearchMessagesResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.MessagesResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.MessagesResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -260,7 +263,7 @@ class SearchConversationsRequest(_message.Message):
     SINCE_FIELD_NUMBER: _builtins.int
     K_FIELD_NUMBER: _builtins.int
     question: _builtins.str
-    source: _builtins.str
+    source: _common_pb2.Source.ValueType
     account: _builtins.str
     since: _builtins.str
     k: _builtins.int
@@ -271,7 +274,7 @@ class SearchConversationsRequest(_message.Message):
         *,
         question: _builtins.str = ...,
         chats: _abc.Iterable[_builtins.str] | None = ...,
-        source: _builtins.str = ...,
+        source: _common_pb2.Source.ValueType = ...,
         account: _builtins.str = ...,
         since: _builtins.str = ...,
         k: _builtins.int = ...,
@@ -290,11 +293,11 @@ class SearchConversationsResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.ConversationsResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ConversationsResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -335,11 +338,11 @@ class ThreadResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.ThreadResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ThreadResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -394,11 +397,11 @@ class ContextResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.ContextResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ContextResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -437,11 +440,11 @@ class EvidenceResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.EvidenceResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.EvidenceResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -531,11 +534,11 @@ class ListConversationsResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.ConversationList: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ConversationList | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -576,11 +579,11 @@ class ShowConversationResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.ConversationView: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ConversationView | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -621,11 +624,11 @@ class MessageLinksResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.MessageLinksResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.MessageLinksResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from chatseek.common.v1 import common_pb2 as chatseek_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)chatseek/lexical/v1/lexical_service.proto\x12\x13\x63hatseek.lexical.v1\x1a\x1f\x63hatseek/common/v1/common.proto\"\x0f\n\rNotifyRequest\"\x10\n\x0eNotifyResponse\"m\n\nListFilter\x12\x10\n\x08\x61\x63\x63ounts\x18\x01 \x03(\t\x12\x10\n\x08\x63hat_ids\x18\x02 \x03(\x03\x12,\n\x05range\x18\x03 \x01(\x0b\x32\x1d.chatseek.common.v1.TimeRange\x12\r\n\x05kinds\x18\x04 \x03(\t\"A\n\nRankedUnit\x12\x0f\n\x07unit_id\x18\x01 \x01(\x03\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x13\n\x0b\x62\x65st_msg_id\x18\x03 \x01(\x03\"`\n\x0fUnitListRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12/\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x1f.chatseek.lexical.v1.ListFilter\x12\r\n\x05limit\x18\x03 \x01(\x05\"W\n\x10UnitListResponse\x12.\n\x05units\x18\x01 \x03(\x0b\x32\x1f.chatseek.lexical.v1.RankedUnit\x12\x13\n\x0bwords_ready\x18\x02 \x01(\x08\"c\n\x12MessageListRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12/\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x1f.chatseek.lexical.v1.ListFilter\x12\r\n\x05limit\x18\x03 \x01(\x05\"Z\n\x13MessageListResponse\x12.\n\x05units\x18\x01 \x03(\x0b\x32\x1f.chatseek.lexical.v1.RankedUnit\x12\x13\n\x0bwords_ready\x18\x02 \x01(\x08\"s\n\x10\x43hunkListRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12/\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x1f.chatseek.lexical.v1.ListFilter\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x10\n\x08\x61ny_word\x18\x04 \x01(\x08\"X\n\x11\x43hunkListResponse\x12.\n\x05units\x18\x01 \x03(\x0b\x32\x1f.chatseek.lexical.v1.RankedUnit\x12\x13\n\x0bwords_ready\x18\x02 \x01(\x08\"\xbf\x01\n\x15SearchMessagesRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\ttree_json\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x0f\n\x07\x61\x63\x63ount\x18\x04 \x01(\t\x12\r\n\x05\x63hats\x18\x05 \x03(\t\x12\x10\n\x08timezone\x18\x06 \x01(\t\x12\r\n\x05limit\x18\x07 \x01(\x05\x12\x12\n\npage_token\x18\x08 \x01(\t\x12\x0e\n\x06newest\x18\t \x01(\x08\x12\x0f\n\x07\x63ontext\x18\n \x01(\x05\"F\n\x16SearchMessagesResponse\x12,\n\x06result\x18\x01 \x01(\x0b\x32\x1c.chatseek.common.v1.Document\"5\n\x11ParseQueryRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\ttree_json\x18\x02 \x01(\t\"@\n\x12ParseQueryResponse\x12*\n\x04tree\x18\x01 \x01(\x0b\x32\x1c.chatseek.common.v1.Document\"]\n\x13MessageStatsRequest\x12:\n\x06search\x18\x01 \x01(\x0b\x32*.chatseek.lexical.v1.SearchMessagesRequest\x12\n\n\x02\x62y\x18\x02 \x01(\t\"D\n\x14MessageStatsResponse\x12,\n\x06result\x18\x01 \x01(\x0b\x32\x1c.chatseek.common.v1.Document\"\x10\n\x0eReindexRequest\"D\n\x0fReindexResponse\x12\x31\n\x05\x65vent\x18\x01 \x01(\x0b\x32\".chatseek.common.v1.OperationEvent\"\x12\n\x10GetStatusRequest\"F\n\x11GetStatusResponse\x12\x31\n\x06status\x18\x01 \x01(\x0b\x32!.chatseek.common.v1.ServiceStatus2\xdd\x06\n\x0eLexicalService\x12Q\n\x06Notify\x12\".chatseek.lexical.v1.NotifyRequest\x1a#.chatseek.lexical.v1.NotifyResponse\x12W\n\x08UnitList\x12$.chatseek.lexical.v1.UnitListRequest\x1a%.chatseek.lexical.v1.UnitListResponse\x12`\n\x0bMessageList\x12\'.chatseek.lexical.v1.MessageListRequest\x1a(.chatseek.lexical.v1.MessageListResponse\x12Z\n\tChunkList\x12%.chatseek.lexical.v1.ChunkListRequest\x1a&.chatseek.lexical.v1.ChunkListResponse\x12i\n\x0eSearchMessages\x12*.chatseek.lexical.v1.SearchMessagesRequest\x1a+.chatseek.lexical.v1.SearchMessagesResponse\x12]\n\nParseQuery\x12&.chatseek.lexical.v1.ParseQueryRequest\x1a\'.chatseek.lexical.v1.ParseQueryResponse\x12\x63\n\x0cMessageStats\x12(.chatseek.lexical.v1.MessageStatsRequest\x1a).chatseek.lexical.v1.MessageStatsResponse\x12V\n\x07Reindex\x12#.chatseek.lexical.v1.ReindexRequest\x1a$.chatseek.lexical.v1.ReindexResponse0\x01\x12Z\n\tGetStatus\x12%.chatseek.lexical.v1.GetStatusRequest\x1a&.chatseek.lexical.v1.GetStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)chatseek/lexical/v1/lexical_service.proto\x12\x13\x63hatseek.lexical.v1\x1a\x1f\x63hatseek/common/v1/common.proto\"\x0f\n\rNotifyRequest\"\x10\n\x0eNotifyResponse\"m\n\nListFilter\x12\x10\n\x08\x61\x63\x63ounts\x18\x01 \x03(\t\x12\x10\n\x08\x63hat_ids\x18\x02 \x03(\x03\x12,\n\x05range\x18\x03 \x01(\x0b\x32\x1d.chatseek.common.v1.TimeRange\x12\r\n\x05kinds\x18\x04 \x03(\t\"A\n\nRankedUnit\x12\x0f\n\x07unit_id\x18\x01 \x01(\x03\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x13\n\x0b\x62\x65st_msg_id\x18\x03 \x01(\x03\"`\n\x0fUnitListRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12/\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x1f.chatseek.lexical.v1.ListFilter\x12\r\n\x05limit\x18\x03 \x01(\x05\"W\n\x10UnitListResponse\x12.\n\x05units\x18\x01 \x03(\x0b\x32\x1f.chatseek.lexical.v1.RankedUnit\x12\x13\n\x0bwords_ready\x18\x02 \x01(\x08\"c\n\x12MessageListRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12/\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x1f.chatseek.lexical.v1.ListFilter\x12\r\n\x05limit\x18\x03 \x01(\x05\"Z\n\x13MessageListResponse\x12.\n\x05units\x18\x01 \x03(\x0b\x32\x1f.chatseek.lexical.v1.RankedUnit\x12\x13\n\x0bwords_ready\x18\x02 \x01(\x08\"s\n\x10\x43hunkListRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12/\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x1f.chatseek.lexical.v1.ListFilter\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x10\n\x08\x61ny_word\x18\x04 \x01(\x08\"X\n\x11\x43hunkListResponse\x12.\n\x05units\x18\x01 \x03(\x0b\x32\x1f.chatseek.lexical.v1.RankedUnit\x12\x13\n\x0bwords_ready\x18\x02 \x01(\x08\"\xe1\x01\n\x15SearchMessagesRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\ttree_json\x18\x02 \x01(\t\x12*\n\x06source\x18\x0b \x01(\x0e\x32\x1a.chatseek.common.v1.Source\x12\x0f\n\x07\x61\x63\x63ount\x18\x04 \x01(\t\x12\r\n\x05\x63hats\x18\x05 \x03(\t\x12\x10\n\x08timezone\x18\x06 \x01(\t\x12\r\n\x05limit\x18\x07 \x01(\x05\x12\x12\n\npage_token\x18\x08 \x01(\t\x12\x0e\n\x06newest\x18\t \x01(\x08\x12\x0f\n\x07\x63ontext\x18\n \x01(\x05J\x04\x08\x03\x10\x04\"R\n\x16SearchMessagesResponse\x12\x32\n\x06result\x18\x02 \x01(\x0b\x32\".chatseek.common.v1.MessagesResultJ\x04\x08\x01\x10\x02\"5\n\x11ParseQueryRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\ttree_json\x18\x02 \x01(\t\"@\n\x12ParseQueryResponse\x12*\n\x04tree\x18\x01 \x01(\x0b\x32\x1c.chatseek.common.v1.Document\"]\n\x13MessageStatsRequest\x12:\n\x06search\x18\x01 \x01(\x0b\x32*.chatseek.lexical.v1.SearchMessagesRequest\x12\n\n\x02\x62y\x18\x02 \x01(\t\"D\n\x14MessageStatsResponse\x12,\n\x06result\x18\x01 \x01(\x0b\x32\x1c.chatseek.common.v1.Document\"\x10\n\x0eReindexRequest\"D\n\x0fReindexResponse\x12\x31\n\x05\x65vent\x18\x01 \x01(\x0b\x32\".chatseek.common.v1.OperationEvent\"\x12\n\x10GetStatusRequest\"F\n\x11GetStatusResponse\x12\x31\n\x06status\x18\x01 \x01(\x0b\x32!.chatseek.common.v1.ServiceStatus2\xdd\x06\n\x0eLexicalService\x12Q\n\x06Notify\x12\".chatseek.lexical.v1.NotifyRequest\x1a#.chatseek.lexical.v1.NotifyResponse\x12W\n\x08UnitList\x12$.chatseek.lexical.v1.UnitListRequest\x1a%.chatseek.lexical.v1.UnitListResponse\x12`\n\x0bMessageList\x12\'.chatseek.lexical.v1.MessageListRequest\x1a(.chatseek.lexical.v1.MessageListResponse\x12Z\n\tChunkList\x12%.chatseek.lexical.v1.ChunkListRequest\x1a&.chatseek.lexical.v1.ChunkListResponse\x12i\n\x0eSearchMessages\x12*.chatseek.lexical.v1.SearchMessagesRequest\x1a+.chatseek.lexical.v1.SearchMessagesResponse\x12]\n\nParseQuery\x12&.chatseek.lexical.v1.ParseQueryRequest\x1a\'.chatseek.lexical.v1.ParseQueryResponse\x12\x63\n\x0cMessageStats\x12(.chatseek.lexical.v1.MessageStatsRequest\x1a).chatseek.lexical.v1.MessageStatsResponse\x12V\n\x07Reindex\x12#.chatseek.lexical.v1.ReindexRequest\x1a$.chatseek.lexical.v1.ReindexResponse0\x01\x12Z\n\tGetStatus\x12%.chatseek.lexical.v1.GetStatusRequest\x1a&.chatseek.lexical.v1.GetStatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -53,25 +53,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHUNKLISTRESPONSE']._serialized_start=809
   _globals['_CHUNKLISTRESPONSE']._serialized_end=897
   _globals['_SEARCHMESSAGESREQUEST']._serialized_start=900
-  _globals['_SEARCHMESSAGESREQUEST']._serialized_end=1091
-  _globals['_SEARCHMESSAGESRESPONSE']._serialized_start=1093
-  _globals['_SEARCHMESSAGESRESPONSE']._serialized_end=1163
-  _globals['_PARSEQUERYREQUEST']._serialized_start=1165
-  _globals['_PARSEQUERYREQUEST']._serialized_end=1218
-  _globals['_PARSEQUERYRESPONSE']._serialized_start=1220
-  _globals['_PARSEQUERYRESPONSE']._serialized_end=1284
-  _globals['_MESSAGESTATSREQUEST']._serialized_start=1286
-  _globals['_MESSAGESTATSREQUEST']._serialized_end=1379
-  _globals['_MESSAGESTATSRESPONSE']._serialized_start=1381
-  _globals['_MESSAGESTATSRESPONSE']._serialized_end=1449
-  _globals['_REINDEXREQUEST']._serialized_start=1451
-  _globals['_REINDEXREQUEST']._serialized_end=1467
-  _globals['_REINDEXRESPONSE']._serialized_start=1469
-  _globals['_REINDEXRESPONSE']._serialized_end=1537
-  _globals['_GETSTATUSREQUEST']._serialized_start=1539
-  _globals['_GETSTATUSREQUEST']._serialized_end=1557
-  _globals['_GETSTATUSRESPONSE']._serialized_start=1559
-  _globals['_GETSTATUSRESPONSE']._serialized_end=1629
-  _globals['_LEXICALSERVICE']._serialized_start=1632
-  _globals['_LEXICALSERVICE']._serialized_end=2493
+  _globals['_SEARCHMESSAGESREQUEST']._serialized_end=1125
+  _globals['_SEARCHMESSAGESRESPONSE']._serialized_start=1127
+  _globals['_SEARCHMESSAGESRESPONSE']._serialized_end=1209
+  _globals['_PARSEQUERYREQUEST']._serialized_start=1211
+  _globals['_PARSEQUERYREQUEST']._serialized_end=1264
+  _globals['_PARSEQUERYRESPONSE']._serialized_start=1266
+  _globals['_PARSEQUERYRESPONSE']._serialized_end=1330
+  _globals['_MESSAGESTATSREQUEST']._serialized_start=1332
+  _globals['_MESSAGESTATSREQUEST']._serialized_end=1425
+  _globals['_MESSAGESTATSRESPONSE']._serialized_start=1427
+  _globals['_MESSAGESTATSRESPONSE']._serialized_end=1495
+  _globals['_REINDEXREQUEST']._serialized_start=1497
+  _globals['_REINDEXREQUEST']._serialized_end=1513
+  _globals['_REINDEXRESPONSE']._serialized_start=1515
+  _globals['_REINDEXRESPONSE']._serialized_end=1583
+  _globals['_GETSTATUSREQUEST']._serialized_start=1585
+  _globals['_GETSTATUSREQUEST']._serialized_end=1603
+  _globals['_GETSTATUSRESPONSE']._serialized_start=1605
+  _globals['_GETSTATUSRESPONSE']._serialized_end=1675
+  _globals['_LEXICALSERVICE']._serialized_start=1678
+  _globals['_LEXICALSERVICE']._serialized_end=2539
 # @@protoc_insertion_point(module_scope)

@@ -287,8 +287,8 @@ class SearchMessagesRequest(_message.Message):
     """Query text; exactly one of query and tree_json."""
     tree_json: _builtins.str
     """The versioned tree {version:1, language:"lucene-v1", root} as JSON."""
-    source: _builtins.str
-    """"telegram" (default scope: the active account) or "all"."""
+    source: _common_pb2.Source.ValueType
+    """The active account (or the request's; the default) or every account."""
     account: _builtins.str
     timezone: _builtins.str
     """IANA timezone for calendar days; empty = the system's."""
@@ -306,7 +306,7 @@ class SearchMessagesRequest(_message.Message):
         *,
         query: _builtins.str = ...,
         tree_json: _builtins.str = ...,
-        source: _builtins.str = ...,
+        source: _common_pb2.Source.ValueType = ...,
         account: _builtins.str = ...,
         chats: _abc.Iterable[_builtins.str] | None = ...,
         timezone: _builtins.str = ...,
@@ -329,13 +329,11 @@ class SearchMessagesResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """The envelope: {items, page, limit, has_more, query, words_ready, coverage}."""
-
+    def result(self) -> _common_pb2.MessagesResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.MessagesResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...

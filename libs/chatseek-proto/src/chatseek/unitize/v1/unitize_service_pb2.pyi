@@ -175,15 +175,11 @@ class ListConversationsResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """JSON: {chat_id, build_id, conversations: [{conversation_id, first_msg_id, last_msg_id,
-        start, end, message_count, participants}], note}. Ids change between builds.
-        """
-
+    def result(self) -> _common_pb2.ConversationList: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ConversationList | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -224,15 +220,11 @@ class ShowConversationResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """JSON: {chat_id, build_id, conversation_id, messages: [{msg_id, locator, date, sender,
-        text, parent_id, reason}]}.
-        """
-
+    def result(self) -> _common_pb2.ConversationView: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ConversationView | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -273,15 +265,11 @@ class MessageLinksResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """JSON: {chat_id, msg_id, conversation_id, chain: [{msg_id, parent_id, reason,
-        confidence}], rejected: [{candidate_id, score}]}.
-        """
-
+    def result(self) -> _common_pb2.MessageLinksResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.MessageLinksResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...

@@ -1,0 +1,210 @@
+"""Typed result messages → the JSON the CLI ``--json`` and the MCP tools print; the edge's enums.
+
+JSON is made once, here, at the edge. A small descriptor walker, not ``json_format``:
+``MessageToDict`` writes int64 as strings, drops unset and default fields and has no null, so
+it would need a second, descriptor-guided pass to undo all three; walking the descriptor once
+is shorter and says the rules in one place:
+* keys are the proto field names, in declaration order; maps keep their keys;
+* int64 stays an int, double stays a float (1.0 is written 1.0, never 1);
+* an enum is its value name without the enum's prefix, lower case (``CHAT_KIND_FORUM`` →
+  ``"forum"``); the ``_UNSPECIFIED`` value is null;
+* an unset ``optional`` or message field is null, and a field marked
+  ``[(chatseek.common.v1.omit_empty) = true]`` is left out when unset, empty or the default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from google.protobuf.descriptor import EnumDescriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from chatseek.common.v1 import common_pb2
+from chatseek_core.errors import InvalidArgument
+from chatseek_core.proto_json import from_document
+
+__all__ = [
+    "SEARCH_MODE_NAMES",
+    "SOURCE_NAMES",
+    "from_json",
+    "mode_word",
+    "parse_mode",
+    "parse_source",
+    "result_json",
+    "to_json",
+]
+
+M = TypeVar("M", bound=Message)
+E = TypeVar("E", bound=int)
+# The stubs type a field as the pure-Python or the upb descriptor class; both answer alike.
+_Field = Any
+
+# The edge's one vocabulary: "telegram" (the CLI's old word) is the active account.
+SOURCE_NAMES: dict[str, common_pb2.Source.ValueType] = {
+    "": common_pb2.SOURCE_ACTIVE,
+    "active": common_pb2.SOURCE_ACTIVE,
+    "telegram": common_pb2.SOURCE_ACTIVE,
+    "all": common_pb2.SOURCE_ALL,
+}
+SEARCH_MODE_NAMES: dict[str, common_pb2.SearchMode.ValueType] = {
+    "": common_pb2.SEARCH_MODE_HYBRID,
+    "hybrid": common_pb2.SEARCH_MODE_HYBRID,
+    "lexical": common_pb2.SEARCH_MODE_LEXICAL,
+    "dense": common_pb2.SEARCH_MODE_DENSE,
+}
+
+_prefixes: dict[str, str] = {}
+
+
+def _parse(field: str, value: str, names: Mapping[str, E]) -> E:
+    found = names.get(value.strip().lower())
+    if found is None:
+        words = ", ".join(name for name in names if name)
+        raise InvalidArgument(
+            f"{field} {value!r} is not one of {words}",
+            hint=f"pass {field} as one of {words}",
+            metadata={"field": field},
+        )
+    return found
+
+
+def parse_source(value: str) -> common_pb2.Source.ValueType:
+    """The ``Source`` a user's word names: active (or telegram, or empty) or all.
+
+    Raises:
+        InvalidArgument: any other word (``field=source``).
+    """
+    return _parse("source", value, SOURCE_NAMES)
+
+
+def parse_mode(value: str) -> common_pb2.SearchMode.ValueType:
+    """The ``SearchMode`` a user's word names: hybrid (or empty), lexical or dense.
+
+    Raises:
+        InvalidArgument: any other word (``field=mode``).
+    """
+    return _parse("mode", value, SEARCH_MODE_NAMES)
+
+
+def mode_word(mode: int) -> str:
+    """The word of a ``SearchMode`` (unspecified is hybrid).
+
+    Raises:
+        InvalidArgument: a number the enum does not define (``field=mode``).
+    """
+    word = _enum(common_pb2.SearchMode.DESCRIPTOR, mode or common_pb2.SEARCH_MODE_HYBRID)
+    if word is None:
+        raise InvalidArgument(
+            f"mode {mode} is not hybrid, lexical or dense", metadata={"field": "mode"}
+        )
+    return word
+
+
+def _prefix(descriptor: EnumDescriptor) -> str:
+    prefix = _prefixes.get(descriptor.full_name)
+    if prefix is None:
+        prefix = re.sub(r"(?<!^)(?=[A-Z])", "_", descriptor.name).upper() + "_"
+        _prefixes[descriptor.full_name] = prefix
+    return prefix
+
+
+def _enum(descriptor: EnumDescriptor, number: int) -> str | None:
+    value = descriptor.values_by_number.get(number)
+    if number == 0 or value is None:
+        return None
+    return value.name.removeprefix(_prefix(descriptor)).lower()
+
+
+def _enum_number(descriptor: EnumDescriptor, word: str | None) -> int:
+    """The number of an enum word; 0 (unspecified) for null or a word the enum lacks."""
+    if word is None:
+        return 0
+    value = descriptor.values_by_name.get(_prefix(descriptor) + word.upper())
+    return 0 if value is None else int(value.number)
+
+
+def _scalar(field: _Field, value: Any) -> Any:
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        return to_json(value)
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        return _enum(field.enum_type, value)
+    return value
+
+
+def _omit(field: _Field) -> bool:
+    return bool(field.GetOptions().Extensions[common_pb2.omit_empty])
+
+
+def to_json(message: Message) -> dict[str, Any]:
+    """The JSON object of a typed message (the rules are in the module docstring)."""
+    out: dict[str, Any] = {}
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            entry = field.message_type.fields_by_name["value"]
+            mapped = {key: _scalar(entry, item) for key, item in value.items()}
+            if mapped or not _omit(field):
+                out[field.name] = mapped
+        elif field.is_repeated:
+            items = [_scalar(field, item) for item in value]
+            if items or not _omit(field):
+                out[field.name] = items
+        elif field.has_presence:
+            if message.HasField(field.name):
+                out[field.name] = _scalar(field, value)
+            elif not _omit(field):
+                out[field.name] = None
+        elif not (_omit(field) and value == field.default_value):
+            out[field.name] = _scalar(field, value)
+    return out
+
+
+def _value(field: _Field, value: Any) -> Any:
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        return _enum_number(field.enum_type, value)
+    return value
+
+
+def result_json(result: Message) -> dict[str, Any]:
+    """A reply's ``result`` as JSON, typed or still a ``Document`` (RPCs not yet typed)."""
+    if isinstance(result, common_pb2.Document):
+        return from_document(result)
+    return to_json(result)
+
+
+def from_json(doc: Mapping[str, Any], message: M) -> M:
+    """Fill ``message`` from a JSON-shaped mapping by the same rules, and return it.
+
+    The inverse of ``to_json``: null leaves a field unset, an enum word the enum lacks is its
+    unspecified value.
+
+    Raises:
+        KeyError: a key the message has no field for (a result shape drifting from its proto).
+    """
+    fields = message.DESCRIPTOR.fields_by_name
+    for key, value in doc.items():
+        field = fields[key]
+        if value is None:
+            continue
+        target = getattr(message, key)
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            entry = field.message_type.fields_by_name["value"]
+            for k, item in value.items():
+                if entry.type == FieldDescriptor.TYPE_MESSAGE:
+                    from_json(item, target[k])
+                else:
+                    target[k] = _value(entry, item)
+        elif field.is_repeated:
+            for item in value:
+                if field.type == FieldDescriptor.TYPE_MESSAGE:
+                    from_json(item, target.add())
+                else:
+                    target.append(_value(field, item))
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            target.SetInParent()
+            from_json(value, target)
+        else:
+            setattr(message, key, _value(field, value))
+    return message

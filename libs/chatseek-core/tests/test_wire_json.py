@@ -1,0 +1,109 @@
+"""The edge's JSON: typed results print exactly the documents main printed, and one vocabulary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.message import Message
+
+from chatseek.common.v1 import common_pb2
+from chatseek_core.errors import InvalidArgument
+from chatseek_core.wire_json import from_json, mode_word, parse_mode, parse_source, to_json
+from tests.wire_helpers import as_typed_prints
+
+WIRE = Path(__file__).resolve().parents[3] / "tests" / "wire"
+RESULTS: dict[str, type[Message]] = {
+    "conversations_search": common_pb2.ConversationsResult,
+    "search": common_pb2.SearchResult,
+    "thread": common_pb2.ThreadResult,
+    "context": common_pb2.ContextResult,
+    "evidence": common_pb2.EvidenceResult,
+    "messages_search": common_pb2.MessagesResult,
+    "conversations_list": common_pb2.ConversationList,
+    "conversations_show": common_pb2.ConversationView,
+    "message_links": common_pb2.MessageLinksResult,
+}
+MCP_ONLY = ("synced",)
+
+
+def _pinned(path: Path) -> tuple[dict[str, Any], type[Message]]:
+    doc = as_typed_prints(json.loads(path.read_text(encoding="utf-8")))
+    for key in MCP_ONLY:
+        doc.pop(key, None)
+    for key in ("took_ms", "index_age_min"):
+        if doc.get(key) == "<volatile>":
+            doc[key] = 1.5
+    # Hybrid coverage counts unix seconds, strict coverage writes ISO dates.
+    fetched: Any = "2023-11-14T22:13:20Z" if "items" in doc else 1700000000
+    for chat in (doc.get("coverage") or {}).get("chats", []):
+        if chat.get("last_fetched_at") == "<volatile>":
+            chat["last_fetched_at"] = fetched
+    name = path.stem.split("_", 1)[1]
+    kind = next(k for k in RESULTS if name.startswith(k))
+    return doc, RESULTS[kind]
+
+
+@pytest.mark.parametrize("path", sorted(WIRE.glob("*.json")), ids=lambda p: p.stem)
+def test_every_pinned_document_survives_its_typed_message_unchanged(path: Path) -> None:
+    doc, kind = _pinned(path)
+    assert isinstance(doc, dict)
+    back = to_json(from_json(doc, kind()))
+    assert json.dumps(back, sort_keys=True) == json.dumps(doc, sort_keys=True)
+
+
+def test_numbers_keep_their_type_and_int64_stays_a_number() -> None:
+    hit = common_pb2.Hit(rank=1, score=1.0, unit_id=2**40, chat=common_pb2.Chat(id=-(10**12)))
+    doc = to_json(hit)
+    assert doc["score"] == 1.0 and isinstance(doc["score"], float)
+    assert doc["unit_id"] == 2**40 and isinstance(doc["unit_id"], int)
+    assert doc["chat"] == {"id": -(10**12), "username": None}
+
+
+def test_unset_fields_are_null_or_absent_as_their_proto_says() -> None:
+    doc = to_json(common_pb2.Hit())
+    assert doc["fallback_link"] is None  # optional: null
+    assert doc["kind"] is None  # unspecified enum: null
+    assert doc["by"] == []  # repeated: always a list
+    assert doc["chat"] is None  # message: null
+    for absent in ("comments", "album", "cosine", "text"):
+        assert absent not in doc
+    assert to_json(common_pb2.Hit(cosine=0.0, text=""))["cosine"] == 0.0
+
+
+def test_enums_are_their_lower_case_words() -> None:
+    chat = common_pb2.Chat(type=common_pb2.CHAT_KIND_SUPERGROUP)
+    assert to_json(chat)["type"] == "supergroup"
+    assert from_json({"type": "forum"}, common_pb2.Chat()).type == common_pb2.CHAT_KIND_FORUM
+
+
+@pytest.mark.parametrize(
+    ("word", "source"),
+    [
+        ("", common_pb2.SOURCE_ACTIVE),
+        ("active", common_pb2.SOURCE_ACTIVE),
+        ("telegram", common_pb2.SOURCE_ACTIVE),
+        ("all", common_pb2.SOURCE_ALL),
+    ],
+)
+def test_every_word_for_a_source_names_one_enum_value(word: str, source: int) -> None:
+    assert parse_source(word) == source
+
+
+def test_a_bad_source_or_mode_is_invalid_argument_naming_its_field() -> None:
+    with pytest.raises(InvalidArgument) as source:
+        parse_source("everything")
+    assert source.value.metadata["field"] == "source"
+    with pytest.raises(InvalidArgument) as mode:
+        parse_mode("fuzzy")
+    assert mode.value.metadata["field"] == "mode"
+    with pytest.raises(InvalidArgument):
+        mode_word(99)
+
+
+def test_modes_round_trip_through_their_words() -> None:
+    for word in ("hybrid", "lexical", "dense"):
+        assert mode_word(parse_mode(word)) == word
+    assert mode_word(common_pb2.SEARCH_MODE_UNSPECIFIED) == "hybrid"

@@ -1,0 +1,149 @@
+"""The search path's JSON is pinned: CLI ``--json`` and MCP tool results on the sample export.
+
+A private stack imports the sample export (a channel with its discussion group, forums, private
+chats). Each case runs one CLI command or MCP tool and compares its whole document with the
+copy captured on main before fusion and the gateway answered in typed messages
+(``tests/wire_helpers.py``): hybrid hits with their comments, word-only hits, coverage and
+warnings, conversation search and its readers, strict message search, thread, context and
+evidence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.types import TextContent
+
+from chatseek_core.settings import load_settings
+from chatseek_gateway.mcp.gateway import GatewayConnection
+from chatseek_gateway.mcp.server import build_server
+from tests.stack_helpers import cli, cli_json, settle, stack_env
+from tests.wire_helpers import assert_pinned
+
+DEMO_EXPORT = Path(__file__).resolve().parent.parent / "demo" / "export"
+NOMAD = "digital nomad visa: remote work, income, UGE"
+DEPOSIT = "deposit two months"
+SIM = "SIM card in the mountains"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A private stack with the sample export imported, indexed, embedded and built."""
+    home = tmp_path_factory.mktemp("wire") / "home"
+    env = stack_env(home)
+    export = tmp_path_factory.mktemp("export") / "export"
+    shutil.copytree(DEMO_EXPORT, export)
+    try:
+        cli(env, "import", str(export), "--json")
+        settle(env)
+        cli(env, "conversations", "build", "--all")
+        yield env
+    finally:
+        cli(env, "stack", "down", check=False)
+
+
+@contextlib.asynccontextmanager
+async def _session(env: dict[str, str]) -> AsyncIterator[Client]:
+    settings = load_settings(env=env)
+    gateway = GatewayConnection(settings.addr("gateway"))
+    try:
+        async with Client(build_server(gateway, settings.config_path)) as client:
+            yield client
+    finally:
+        await gateway.close()
+
+
+def _tool(env: dict[str, str], name: str, **arguments: Any) -> Any:
+    async def run() -> Any:
+        async with _session(env) as client:
+            result = await client.call_tool(name, arguments)
+        assert not result.is_error, result.content
+        [block] = result.content
+        assert isinstance(block, TextContent)
+        assert json.loads(block.text) == result.structured_content
+        return result.structured_content
+
+    return asyncio.run(run())
+
+
+def _anchor(env: dict[str, str]) -> dict[str, Any]:
+    hit: dict[str, Any] = cli_json(env, "search", "--json", "--", DEPOSIT)["hits"][0]
+    return hit
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("cli_search_hybrid_full", ("search", "--full", "--json", "--", NOMAD)),
+        ("cli_search_lexical", ("search", "--mode", "lexical", "--json", "--", "аренда квартиры")),
+        ("cli_search_dense", ("search", "--mode", "dense", "--json", "-k", "3", "--", DEPOSIT)),
+        ("cli_search_source_all", ("search", "--source", "all", "--json", "-k", "3", "--", SIM)),
+        ("cli_conversations_search", ("conversations", "search", "--json", "--", SIM)),
+        (
+            "cli_messages_search",
+            ("messages", "search", "--json", "--limit", "5", "--", "банк* OR bank*"),
+        ),
+        (
+            "cli_messages_search_context",
+            ("messages", "search", "--json", "--limit", "3", "--context", "1", "--", "deposit"),
+        ),
+    ],
+)
+def test_the_cli_search_json_is_unchanged(
+    env: dict[str, str], name: str, args: tuple[str, ...]
+) -> None:
+    assert_pinned(name, cli_json(env, *args))
+
+
+def test_the_cli_reader_json_is_unchanged(env: dict[str, str]) -> None:
+    hit = _anchor(env)
+    chat, msg = str(hit["chat"]["id"]), str(hit["anchor_msg_id"])
+    assert_pinned("cli_thread", cli_json(env, "thread", "--json", "--", chat, msg))
+    assert_pinned(
+        "cli_context",
+        cli_json(env, "context", "--before", "2", "--after", "2", "--json", "--", chat, msg),
+    )
+    assert_pinned("cli_evidence", cli_json(env, "evidence", "--json", *hit["locators"][:2]))
+
+
+def test_the_mcp_search_and_reader_results_are_unchanged(env: dict[str, str]) -> None:
+    assert_pinned("mcp_search", _tool(env, "search", query=NOMAD, k=5))
+    assert_pinned(
+        "mcp_messages_search", _tool(env, "messages_search", query="has:file OR invoice", limit=5)
+    )
+    assert_pinned(
+        "mcp_conversations_search", _tool(env, "conversations_search", query=SIM, limit=3)
+    )
+    hit = _anchor(env)
+    chat, msg = hit["chat"]["id"], hit["anchor_msg_id"]
+    assert_pinned("mcp_thread", _tool(env, "thread", chat=chat, msg_id=msg))
+    assert_pinned("mcp_context", _tool(env, "context", chat=chat, msg_id=msg, before=2, after=2))
+    assert_pinned("mcp_evidence", _tool(env, "evidence", locators=hit["locators"][:2]))
+
+
+def test_the_conversation_reader_json_is_unchanged(env: dict[str, str]) -> None:
+    first = cli_json(env, "conversations", "search", "--json", "--", SIM)["results"][0]
+    chat, conversation = str(first["read"]["chat"]), first["read"]["conversation_id"]
+    msg = first["evidence"][0]["msg_ids"][-1]
+    listed = cli_json(env, "conversations", "list", "--chat", chat, "--limit", "5", "--json")
+    assert_pinned("cli_conversations_list", listed)
+    shown = cli_json(env, "conversations", "show", str(conversation), "--chat", chat, "--json")
+    assert_pinned("cli_conversations_show", shown)
+    links = cli_json(env, "messages", "links", "--json", "--", chat, str(msg))
+    assert_pinned("cli_message_links", links)
+    assert_pinned(
+        "mcp_conversations_list", _tool(env, "conversations_list", chat=int(chat), limit=3)
+    )
+    assert_pinned(
+        "mcp_conversations_show",
+        _tool(env, "conversations_show", chat=int(chat), conversation_id=conversation),
+    )
+    assert_pinned("mcp_message_links", _tool(env, "message_links", chat=int(chat), msg_id=msg))
