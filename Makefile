@@ -48,9 +48,10 @@ fmt: $(STAMP) ## Format the code
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-lint: $(STAMP) ## ruff check + format check
+lint: $(STAMP) ## ruff check + format check + import contracts
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: $(STAMP) ## mypy --strict over every package, eval and bench
 	$(VENV)/bin/mypy $(addprefix -p ,$(MODULES)) -p eval -p bench

@@ -21,12 +21,15 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from bench.measure import percentile, ratio
 from bench.queries import RANKED
+
+if TYPE_CHECKING:
+    from chatseek_gateway.stubs import GatewayStubs
 
 __all__ = [
     "CLIENTS",
@@ -120,12 +123,12 @@ class Tally:
         return out
 
 
-def gateway_stub(addr: str) -> Any:
-    """A blocking stub of the gateway at ``addr``."""
-    from chatseek.gateway.v1 import gateway_service_pb2_grpc
+def gateway_stub(addr: str) -> GatewayStubs:
+    """Blocking stubs of the gateway's services at ``addr``."""
     from chatseek_core.client import sync_channel
+    from chatseek_gateway.stubs import GatewayStubs
 
-    return gateway_service_pb2_grpc.GatewayServiceStub(sync_channel(addr))
+    return GatewayStubs.over(sync_channel(addr))
 
 
 def thread_targets(ingest_db: Path, limit: int = THREAD_TARGETS) -> list[tuple[str, int]]:
@@ -147,8 +150,10 @@ def thread_targets(ingest_db: Path, limit: int = THREAD_TARGETS) -> list[tuple[s
     return [(str(r[0]), int(r[1])) for r in rows]
 
 
-def _requests(n: int, targets: list[tuple[str, int]]) -> Iterator[tuple[str, str, Any]]:
-    """An endless, deterministic mix of ``(kind, gateway method, request)`` for client ``n``."""
+def _requests(
+    n: int, targets: list[tuple[str, int]], stubs: GatewayStubs
+) -> Iterator[tuple[str, Any, Any]]:
+    """An endless, deterministic mix of ``(kind, stub method, request)`` for client ``n``."""
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
     i = n
@@ -156,14 +161,14 @@ def _requests(n: int, targets: list[tuple[str, int]]) -> Iterator[tuple[str, str
         i += 1
         if i % 3 == 0:
             q = HYBRID_QUERIES[i % len(HYBRID_QUERIES)]
-            yield "hybrid", "Search", pb.SearchRequest(query=q, k=10)
+            yield "hybrid", stubs.search.Search, pb.SearchRequest(query=q, k=10)
         elif i % 3 == 1:
             q = STRICT_QUERIES[i % len(STRICT_QUERIES)]
             request = pb.SearchMessagesRequest(query=q, limit=20, timezone="UTC")
-            yield "strict", "SearchMessages", request
+            yield "strict", stubs.search.SearchMessages, request
         else:
             chat, msg_id = targets[(i * 7919) % len(targets)]
-            yield "thread", "Thread", pb.ThreadRequest(chat=chat, msg_id=msg_id)
+            yield "thread", stubs.search.Thread, pb.ThreadRequest(chat=chat, msg_id=msg_id)
 
 
 def _client(
@@ -176,13 +181,12 @@ def _client(
 ) -> None:
     from chatseek_core.wire_json import result_json
 
-    stub = gateway_stub(addr)
-    for kind, method, request in _requests(n, targets):
+    for kind, method, request in _requests(n, targets, gateway_stub(addr)):
         if stop.is_set():
             return
         started = time.perf_counter()
         try:
-            reply = getattr(stub, method)(request, timeout=timeout_s)
+            reply = method(request, timeout=timeout_s)
         except grpc.RpcError as err:
             time.sleep(tally.error(kind, err))
             continue

@@ -182,12 +182,12 @@ def _ranked(
     cli_runs: int = CLI_RUNS,
 ) -> Any:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek.gateway.v1 import gateway_service_pb2_grpc
+    from chatseek.gateway.v1 import search_service_pb2_grpc
     from chatseek_core.client import sync_channel
     from chatseek_core.wire_json import parse_mode
 
     channel = sync_channel(settings.addr("gateway"))
-    stub = gateway_service_pb2_grpc.GatewayServiceStub(channel)
+    stub = search_service_pb2_grpc.SearchServiceStub(channel)
     run, close = _in_process(settings)
     out: dict[str, Any] = {}
     try:
@@ -244,7 +244,7 @@ def _strict(
 ) -> Any:
     from chatseek.common.v1 import common_pb2
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek.gateway.v1 import gateway_service_pb2_grpc
+    from chatseek.gateway.v1 import search_service_pb2_grpc
     from chatseek.lexical.v1 import lexical_service_pb2 as lpb
     from chatseek.lexical.v1 import lexical_service_pb2_grpc
     from chatseek_core import db
@@ -257,7 +257,7 @@ def _strict(
     db.attach_readonly(conn, settings.db_path("unitize"), "unitize")
     gw_channel = sync_channel(settings.addr("gateway"))
     lx_channel = sync_channel(settings.addr("lexical"))
-    gateway = gateway_service_pb2_grpc.GatewayServiceStub(gw_channel)
+    gateway = search_service_pb2_grpc.SearchServiceStub(gw_channel)
     lexical = lexical_service_pb2_grpc.LexicalServiceStub(lx_channel)
     out: dict[str, Any] = {}
     try:

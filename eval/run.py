@@ -30,9 +30,12 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval.train_linker import RU_CHAT, russian_replies
+
+if TYPE_CHECKING:
+    from chatseek_gateway.stubs import GatewayStubs
 
 ROOT = Path(__file__).resolve().parent.parent
 EVAL_DATA = ROOT.parent / "shared" / "eval"
@@ -92,7 +95,7 @@ class Stack:
         for name, port in zip(SERVICES, _free_ports(len(SERVICES)), strict=True):
             self.env[f"CHATSEEK_{name.upper()}_ADDR"] = f"127.0.0.1:{port}"
         self.settings = load_settings(env=self.env)
-        self._stub: Any = None
+        self._stubs: GatewayStubs | None = None
 
     def __enter__(self) -> Stack:
         from chatseek_gateway import stack
@@ -106,15 +109,13 @@ class Stack:
         stack.down(self.settings)
 
     @property
-    def stub(self) -> Any:
-        if self._stub is None:
-            from chatseek.gateway.v1 import gateway_service_pb2_grpc
+    def stubs(self) -> GatewayStubs:
+        if self._stubs is None:
             from chatseek_core.client import sync_channel
+            from chatseek_gateway.stubs import GatewayStubs
 
-            self._stub = gateway_service_pb2_grpc.GatewayServiceStub(
-                sync_channel(self.settings.addr("gateway"))
-            )
-        return self._stub
+            self._stubs = GatewayStubs.over(sync_channel(self.settings.addr("gateway")))
+        return self._stubs
 
     def cli(self, *args: str) -> Any:
         proc = subprocess.run(
@@ -132,7 +133,7 @@ class Stack:
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
         from chatseek_core.proto_json import from_document
 
-        doc = from_document(self.stub.Status(pb.StatusRequest(), timeout=30).result)
+        doc = from_document(self.stubs.ops.Status(pb.StatusRequest(), timeout=30).result)
         return {s["name"]: s for s in doc["services"]}
 
     def settle(self) -> None:
@@ -177,7 +178,9 @@ def _search(
         )
         started = time.perf_counter()
         doc = to_json(
-            stack.stub.SearchConversations(question_request, timeout=SEARCH_TIMEOUT_S).result
+            stack.stubs.search.SearchConversations(
+                question_request, timeout=SEARCH_TIMEOUT_S
+            ).result
         )
         took = time.perf_counter() - started
         hits = [
@@ -198,7 +201,7 @@ def _search(
         rerank=rerank,
     )
     started = time.perf_counter()
-    doc = to_json(stack.stub.Search(request, timeout=SEARCH_TIMEOUT_S).result)
+    doc = to_json(stack.stubs.search.Search(request, timeout=SEARCH_TIMEOUT_S).result)
     took = time.perf_counter() - started
     return [{"ids": h["msg_ids"], "text": h.get("text", "")} for h in doc["hits"]], took
 

@@ -29,12 +29,12 @@ from hypothesis import strategies as st
 
 from chatseek.common.v1 import common_pb2
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
-from chatseek.gateway.v1 import gateway_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.client import decode_error
 from chatseek_core.errors import MalformedExport
 from chatseek_core.server import MAX_MESSAGE_BYTES
 from chatseek_gateway.cli.common import EXIT_CODES
+from chatseek_gateway.stubs import GatewayStubs
 from chatseek_ingest.export import MAX_NESTING, export_slug
 from chatseek_ingest.importer import ImportReport, import_export
 from chatseek_testing.telegram import ingest_db
@@ -368,7 +368,9 @@ def test_a_chat_id_no_store_can_hold_is_a_located_error(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, dict[str, str]]]:
+def gateway(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[GatewayStubs, dict[str, str]]]:
     """A private stack holding the fixture export and its conversations; the gateway's stub."""
     base = tmp_path_factory.mktemp("hostile")
     env = stack_env(base / "home")
@@ -380,10 +382,17 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, dic
     try:
         cli(env, "import", str(base / "export"))
         cli(env, "conversations", "build", "--all")
-        yield gateway_service_pb2_grpc.GatewayServiceStub(channel), env
+        yield GatewayStubs.over(channel), env
     finally:
         channel.close()
         cli(env, "stack", "down", check=False)
+
+
+def _rpc(stubs: GatewayStubs, name: str) -> Any:
+    """The stub method of the gateway RPC ``name``, on whichever gateway service serves it."""
+    services = (stubs.search, stubs.conversations, stubs.archive, stubs.ops)
+    (method,) = [getattr(s, name) for s in services if hasattr(s, name)]
+    return method
 
 
 def _refusal(method: Any, request: Any) -> Any:
@@ -675,56 +684,60 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     [pytest.param(m, r, reason, f, id=f"{m}: {why}") for m, why, r, reason, f in CASES],
 )
 def test_bad_values_are_refused_with_invalid_argument_naming_the_field(
-    gateway: tuple[Any, dict[str, str]], method: str, request_: Any, reason: str, field: str
+    gateway: tuple[GatewayStubs, dict[str, str]],
+    method: str,
+    request_: Any,
+    reason: str,
+    field: str,
 ) -> None:
-    error = _refusal(getattr(gateway[0], method), request_)
+    error = _refusal(_rpc(gateway[0], method), request_)
     assert error.code == grpc.StatusCode.INVALID_ARGUMENT
     assert (error.reason, error.metadata.get("field")) == (reason, field)
 
 
 def test_a_backup_into_a_directory_that_cannot_be_made_names_the_directory(
-    gateway: tuple[Any, dict[str, str]], tmp_path: Path
+    gateway: tuple[GatewayStubs, dict[str, str]], tmp_path: Path
 ) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    error = _refusal(gateway[0].Backup, pb.BackupRequest(directory=str(blocker / "backup")))
+    error = _refusal(gateway[0].ops.Backup, pb.BackupRequest(directory=str(blocker / "backup")))
     assert error.code == grpc.StatusCode.INVALID_ARGUMENT
     assert error.metadata["field"] == "directory"
 
 
 def test_a_strict_query_over_its_byte_budget_names_the_budget(
-    gateway: tuple[Any, dict[str, str]],
+    gateway: tuple[GatewayStubs, dict[str, str]],
 ) -> None:
     for method, request in (
         ("SearchMessages", _messages_request(query="a " * OVER_QUERY_BUDGET)),
         ("ParseQuery", pb.ParseQueryRequest(query="a " * OVER_QUERY_BUDGET)),
     ):
-        error = _refusal(getattr(gateway[0], method), request)
+        error = _refusal(_rpc(gateway[0], method), request)
         assert error.code == grpc.StatusCode.INVALID_ARGUMENT
         assert (error.reason, error.metadata["budget"]) == ("QUERY_LIMIT", "query_bytes")
 
 
 def test_an_error_echoing_a_huge_input_still_arrives_whole(
-    gateway: tuple[Any, dict[str, str]],
+    gateway: tuple[GatewayStubs, dict[str, str]],
 ) -> None:
-    error = _refusal(gateway[0].Thread, pb.ThreadRequest(chat="ж" * 20_000, msg_id=1))
+    error = _refusal(gateway[0].search.Thread, pb.ThreadRequest(chat="ж" * 20_000, msg_id=1))
     assert (error.code, error.reason) == (grpc.StatusCode.NOT_FOUND, "CHAT_NOT_FOUND")
     assert len(error.message) < 20_000
 
 
 def test_a_message_over_the_server_limit_is_resource_exhausted(
-    gateway: tuple[Any, dict[str, str]],
+    gateway: tuple[GatewayStubs, dict[str, str]],
 ) -> None:
     request = pb.SearchRequest(query="a" * (MAX_MESSAGE_BYTES + 1024), k=5)
-    error = _refusal(gateway[0].Search, request)
+    error = _refusal(gateway[0].search.Search, request)
     assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
 def test_a_negative_message_id_is_looked_up_like_any_other(
-    gateway: tuple[Any, dict[str, str]],
+    gateway: tuple[GatewayStubs, dict[str, str]],
 ) -> None:
     # Real exports hold negative ids (service and local messages), so they are not refused.
-    error = _refusal(gateway[0].Thread, pb.ThreadRequest(chat=SUPERGROUP, msg_id=-5))
+    error = _refusal(gateway[0].search.Thread, pb.ThreadRequest(chat=SUPERGROUP, msg_id=-5))
     assert (error.code, error.reason) == (grpc.StatusCode.NOT_FOUND, "MESSAGE_NOT_FOUND")
 
 
@@ -750,7 +763,7 @@ def test_a_negative_message_id_is_looked_up_like_any_other(
     ],
 )
 def test_the_cli_refuses_a_count_out_of_range_with_the_invalid_argument_exit(
-    gateway: tuple[Any, dict[str, str]], args: tuple[str, ...], field: str
+    gateway: tuple[GatewayStubs, dict[str, str]], args: tuple[str, ...], field: str
 ) -> None:
     proc = cli(gateway[1], *args, check=False)
     assert proc.returncode == EXIT_CODES["INVALID_ARGUMENT"]

@@ -28,6 +28,7 @@ from bench.generate import generate
 from bench.load import CLIENTS, HYBRID_QUERIES, Tally, gateway_stub, run_load
 from chatseek.common.v1 import common_pb2
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
+from chatseek.gateway.v1.search_service_pb2_grpc import SearchServiceStub
 from chatseek_core.client import decode_error
 from chatseek_core.server import DEFAULT_MAX_CONCURRENT_PER_METHOD
 from chatseek_core.wire_json import to_json
@@ -57,8 +58,8 @@ STALL_DEADLINE_S = 4.0
 LONG_TIMEOUT_S = 2400
 
 
-def _stub(stack: Stack) -> Any:
-    return gateway_stub(stack.env["CHATSEEK_GATEWAY_ADDR"])
+def _stub(stack: Stack) -> SearchServiceStub:
+    return gateway_stub(stack.env["CHATSEEK_GATEWAY_ADDR"]).search
 
 
 @pytest.fixture(scope="module")

@@ -335,7 +335,7 @@ def test_the_commands_worked_so_the_log_scan_is_not_vacuous(planted: Planted) ->
     logs = {p.name: p.read_text(errors="replace") for p in _log_files(planted.home)}
     assert {f"{name}.log" for name in SERVICES} <= set(logs)
     assert "session written" in logs["ingest.log"]
-    assert "GatewayService/Search OK" in logs["gateway.log"]
+    assert "SearchService/Search OK" in logs["gateway.log"]
     assert "tool search OK" in logs["gateway.log"]
     assert "without a valid bearer token" in logs["gateway.log"]
 

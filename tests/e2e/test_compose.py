@@ -23,13 +23,16 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from bench.generate import generate
 from tests.fault_helpers import exported_messages
 from tests.stack_helpers import cli, cli_json, free_ports, settle
+
+if TYPE_CHECKING:
+    from chatseek_gateway.stubs import GatewayStubs
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_EXPORT = ROOT / "demo" / "export"
@@ -223,11 +226,11 @@ def _sorted(messages: dict[str, list[int]]) -> dict[str, list[int]]:
     return {title: sorted(ids) for title, ids in messages.items()}
 
 
-def _grpc_gateway(addr: str) -> Any:
-    from chatseek.gateway.v1 import gateway_service_pb2_grpc
+def _grpc_gateway(addr: str) -> GatewayStubs:
     from chatseek_core.client import sync_channel
+    from chatseek_gateway.stubs import GatewayStubs
 
-    return gateway_service_pb2_grpc.GatewayServiceStub(sync_channel(addr))
+    return GatewayStubs.over(sync_channel(addr))
 
 
 def _strict_ids(addr: str, query: str, timeout: float = 30.0) -> set[int]:
@@ -237,7 +240,7 @@ def _strict_ids(addr: str, query: str, timeout: float = 30.0) -> set[int]:
 
     request = pb.SearchMessagesRequest(query=query, limit=100)
     stub = _grpc_gateway(addr)
-    doc = to_json(sync_call(stub.SearchMessages, request, timeout=timeout).result)
+    doc = to_json(sync_call(stub.search.SearchMessages, request, timeout=timeout).result)
     return {int(item["msg_id"]) for item in doc["items"]}
 
 
@@ -247,7 +250,7 @@ def _hybrid_ids(addr: str, query: str) -> list[set[int]]:
     from chatseek_core.wire_json import to_json
 
     request = pb.SearchRequest(query=query, k=10)
-    doc = to_json(sync_call(_grpc_gateway(addr).Search, request, timeout=60).result)
+    doc = to_json(sync_call(_grpc_gateway(addr).search.Search, request, timeout=60).result)
     return [{int(i) for i in hit["msg_ids"]} for hit in doc["hits"]]
 
 
@@ -259,7 +262,9 @@ def test_every_service_is_serving_through_the_gateway_status(stack: ComposeStack
     from chatseek_core.client import sync_call
     from chatseek_core.proto_json import from_document
 
-    doc = from_document(sync_call(_grpc_gateway(stack.gateway).Status, pb.StatusRequest()).result)
+    doc = from_document(
+        sync_call(_grpc_gateway(stack.gateway).ops.Status, pb.StatusRequest()).result
+    )
     assert {s["name"]: s["health"] for s in doc["services"]} == dict.fromkeys(SERVICES, "SERVING")
 
 

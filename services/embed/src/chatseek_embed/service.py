@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 import numpy as np
@@ -15,9 +15,7 @@ from chatseek_core.aio import to_thread
 from chatseek_core.errors import ChatseekError, InvalidArgument, ModelUnavailable
 from chatseek_embed import registry
 from chatseek_embed.backends import Embedder, IdentityLike, check_query, check_texts
-
-if TYPE_CHECKING:
-    from chatseek_embed.server import Deps
+from chatseek_embed.deps import Deps
 
 __all__ = ["EmbedServicer"]
 

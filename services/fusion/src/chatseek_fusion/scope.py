@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chatseek.common.v1 import common_pb2
-from chatseek.ingest.v1 import ingest_service_pb2
+from chatseek.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
 from chatseek_core.client import call
 from chatseek_core.errors import InvalidArgument
 from chatseek_fusion.hybrid import ListFilter
@@ -17,7 +17,7 @@ SCOPE_TIMEOUT_S = 10.0
 
 
 async def resolve_scope(
-    ingest: Any,
+    ingest: ingest_service_pb2_grpc.IngestServiceAsyncStub,
     *,
     chats: Sequence[str],
     source: int,
@@ -69,7 +69,9 @@ async def resolve_scope(
     return flt, coverage
 
 
-async def resolve_one(ingest: Any, spec: str, account: str) -> tuple[str, int]:
+async def resolve_one(
+    ingest: ingest_service_pb2_grpc.IngestServiceAsyncStub, spec: str, account: str
+) -> tuple[str, int]:
     """The ``(account, chat_id)`` a reader's chat spec names; it must name exactly one chat.
 
     Raises:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import grpc
 
 from chatseek.fusion.v1 import fusion_service_pb2_grpc
@@ -15,24 +12,14 @@ from chatseek_core.client import aio_channel
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
+from chatseek_fusion.deps import Deps
 from chatseek_fusion.service import FusionServicer
 from chatseek_fusion.signals import GrpcSignals
 
-__all__ = ["Deps", "create_server", "open_deps", "start"]
+__all__ = ["create_server", "open_deps", "start"]
 
 OWNER = "fusion"
 READ_FILES = ("ingest", "unitize", "lexical")
-
-
-@dataclass
-class Deps:
-    """What the fusion servicer needs: read-only views of the stores."""
-
-    settings: Settings
-    pool: db.ThreadConnections
-    signals: Any
-    ingest: Any
-    config: config_file.SearchConfig
 
 
 def open_deps(settings: Settings, config: config_file.SearchConfig | None = None) -> Deps:

@@ -6,7 +6,7 @@ here (``wire_json.from_json``, which refuses a key its message lacks), never a `
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
@@ -17,10 +17,8 @@ from chatseek_core.aio import to_thread
 from chatseek_core.limits import DEFAULT_AROUND
 from chatseek_core.wire_json import from_json, mode_word
 from chatseek_fusion import conversations, hybrid, readers
+from chatseek_fusion.deps import Deps
 from chatseek_fusion.scope import resolve_one, resolve_scope
-
-if TYPE_CHECKING:
-    from chatseek_fusion.server import Deps
 
 __all__ = ["FusionServicer"]
 

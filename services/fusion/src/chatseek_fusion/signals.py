@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from chatseek.common.v1 import common_pb2
 from chatseek.embed.v1 import embed_service_pb2, embed_service_pb2_grpc
@@ -41,9 +40,9 @@ class GrpcSignals:
         self._channels = [
             aio_channel(settings.addr(name)) for name in ("lexical", "vector", "embed")
         ]
-        self.lexical: Any = lexical_service_pb2_grpc.LexicalServiceStub(self._channels[0])
-        self.vector: Any = vector_service_pb2_grpc.VectorServiceStub(self._channels[1])
-        self.embed: Any = embed_service_pb2_grpc.EmbedServiceStub(self._channels[2])
+        self.lexical = lexical_service_pb2_grpc.LexicalServiceStub(self._channels[0])
+        self.vector = vector_service_pb2_grpc.VectorServiceStub(self._channels[1])
+        self.embed = embed_service_pb2_grpc.EmbedServiceStub(self._channels[2])
 
     async def close(self) -> None:
         """Close the channels."""

@@ -1,12 +1,6 @@
-"""Builds the ingest gRPC server over an opened, migrated ``ingest.db``.
-
-The Telegram client is built by ``Deps.telegram_factory`` (the real Telethon client by
-default; tests inject ``FakeTelegram`` there, at the Telethon boundary, and nowhere else).
-"""
+"""Builds the ingest gRPC server over an opened, migrated ``ingest.db``."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import grpc
 
@@ -19,31 +13,14 @@ from chatseek_core.consumer import Nudger
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
-from chatseek_ingest.auth import PendingLogins
+from chatseek_ingest.deps import Deps
 from chatseek_ingest.schema import MIGRATIONS, OWNER
 from chatseek_ingest.service import IngestServicer
 from chatseek_ingest.telegram import open_client
 from chatseek_ingest.telegram.runtime import TelegramFactory
 from chatseek_ingest.upload import discard_stale_work
 
-__all__ = ["Deps", "create_server", "open_deps", "start"]
-
-
-@dataclass
-class Deps:
-    """What the ingest servicer needs.
-
-    Attributes:
-        telegram_factory: builds an unconnected Telegram client from (session string, api id,
-            api hash); the session is read from the account's session file by the service.
-        logins: logins waiting for their code (in memory only).
-    """
-
-    settings: Settings
-    pool: db.ThreadConnections
-    nudger: Nudger
-    telegram_factory: TelegramFactory = open_client
-    logins: PendingLogins = field(default_factory=PendingLogins)
+__all__ = ["create_server", "open_deps", "start"]
 
 
 def open_deps(settings: Settings, *, telegram_factory: TelegramFactory | None = None) -> Deps:

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import grpc
 
@@ -25,6 +25,7 @@ from chatseek_core.proto_json import document, operation_progress, operation_res
 from chatseek_core.status import service_status
 from chatseek_ingest import chats, store, tags
 from chatseek_ingest.auth import complete_login, start_login
+from chatseek_ingest.deps import Deps
 from chatseek_ingest.prune import prune_deleted
 from chatseek_ingest.schema import OWNER
 from chatseek_ingest.sources import (
@@ -51,9 +52,6 @@ from chatseek_ingest.upload import (
     UploadStart,
     import_upload,
 )
-
-if TYPE_CHECKING:
-    from chatseek_ingest.server import Deps
 
 __all__ = ["IngestServicer"]
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import grpc
 
 from chatseek.lexical.v1 import lexical_service_pb2_grpc
@@ -13,26 +11,12 @@ from chatseek_core.consumer import FeedLoop
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
+from chatseek_lexical.deps import PRODUCERS, Deps
 from chatseek_lexical.indexer import apply_feeds
 from chatseek_lexical.schema import MIGRATIONS, OWNER
 from chatseek_lexical.service import LexicalServicer
 
-__all__ = ["Deps", "create_server", "open_deps", "start"]
-
-PRODUCERS = ("ingest", "unitize")
-
-
-@dataclass
-class Deps:
-    """What the lexical servicer needs."""
-
-    settings: Settings
-    pool: db.ThreadConnections
-    loop: FeedLoop
-
-    def ready_to_index(self) -> bool:
-        """Whether both producers' files exist and are attached on this thread."""
-        return all(self.pool.attached(name) for name in PRODUCERS)
+__all__ = ["create_server", "open_deps", "start"]
 
 
 def open_deps(settings: Settings) -> Deps:

@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import grpc
 
@@ -20,6 +20,7 @@ from chatseek_core.proto_json import document, operation_progress, operation_res
 from chatseek_core.status import service_status
 from chatseek_core.wire_json import from_json
 from chatseek_lexical import indexer, ranked, readiness
+from chatseek_lexical.deps import Deps
 from chatseek_lexical.query import (
     SearchRequest,
     parse,
@@ -29,9 +30,6 @@ from chatseek_lexical.query import (
     tree_to_json,
 )
 from chatseek_lexical.schema import OWNER
-
-if TYPE_CHECKING:
-    from chatseek_lexical.server import Deps
 
 __all__ = ["LexicalServicer"]
 

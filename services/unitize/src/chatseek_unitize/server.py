@@ -7,9 +7,6 @@ its own feed (lexical, vector) after every pass that changed something.
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
-
 import grpc
 
 from chatseek.lexical.v1 import lexical_service_pb2, lexical_service_pb2_grpc
@@ -22,22 +19,12 @@ from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
 from chatseek_unitize.builds import discard_unfinished
+from chatseek_unitize.deps import Deps
 from chatseek_unitize.schema import MIGRATIONS, OWNER
 from chatseek_unitize.service import UnitizeServicer
 from chatseek_unitize.units import DEFAULT_BATCH, apply_ingest_feed, recut_next_pending
 
-__all__ = ["Deps", "create_server", "open_deps", "start", "units_step"]
-
-
-@dataclass
-class Deps:
-    """What the unitize servicer and its feed loop need."""
-
-    settings: Settings
-    pool: db.ThreadConnections
-    nudger: Nudger
-    loop: FeedLoop | None = field(default=None)
-    stepping: threading.Lock = field(default_factory=threading.Lock)
+__all__ = ["create_server", "open_deps", "start", "units_step"]
 
 
 def open_deps(settings: Settings) -> Deps:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
@@ -17,11 +17,9 @@ from chatseek_core.proto_json import document, operation_progress, operation_res
 from chatseek_core.status import service_status
 from chatseek_core.wire_json import from_json
 from chatseek_unitize import batches, builds, readers, units
+from chatseek_unitize.deps import Deps
 from chatseek_unitize.model import RECIPE_VERSION
 from chatseek_unitize.schema import OWNER
-
-if TYPE_CHECKING:
-    from chatseek_unitize.server import Deps
 
 __all__ = ["UnitizeServicer"]
 

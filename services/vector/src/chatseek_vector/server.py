@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import grpc
 
 from chatseek.embed.v1 import embed_service_pb2_grpc
@@ -15,21 +12,12 @@ from chatseek_core.client import aio_channel
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
+from chatseek_vector.deps import Deps
 from chatseek_vector.schema import MIGRATIONS, OWNER
 from chatseek_vector.service import VectorServicer
 from chatseek_vector.worker import Worker
 
-__all__ = ["Deps", "create_server", "open_deps", "start"]
-
-
-@dataclass
-class Deps:
-    """What the vector servicer needs."""
-
-    settings: Settings
-    pool: db.ThreadConnections
-    worker: Worker
-    channel: Any
+__all__ = ["create_server", "open_deps", "start"]
 
 
 def open_deps(settings: Settings) -> Deps:

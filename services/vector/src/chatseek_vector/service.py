@@ -18,10 +18,10 @@ from chatseek_core.errors import InvalidArgument
 from chatseek_core.proto_json import document, operation_progress, operation_result
 from chatseek_core.status import service_status
 from chatseek_vector import index, knn, spaces
+from chatseek_vector.deps import Deps
 from chatseek_vector.schema import OWNER
 
 if TYPE_CHECKING:
-    from chatseek_vector.server import Deps
     from chatseek_vector.worker import EmbedPass
 
 __all__ = ["VectorServicer"]

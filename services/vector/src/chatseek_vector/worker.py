@@ -17,11 +17,10 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from chatseek.embed.v1 import embed_service_pb2
+from chatseek.embed.v1 import embed_service_pb2, embed_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.aio import to_thread
 from chatseek_core.client import call
@@ -169,7 +168,12 @@ def _store(
 class Worker:
     """Follows the feed and embeds pending units; shared by the background loop and RPCs."""
 
-    def __init__(self, pool: db.ThreadConnections, embed: Any, poll_interval_s: float) -> None:
+    def __init__(
+        self,
+        pool: db.ThreadConnections,
+        embed: embed_service_pb2_grpc.EmbedServiceAsyncStub,
+        poll_interval_s: float,
+    ) -> None:
         self._pool = pool
         self._embed = embed
         self._poll = poll_interval_s

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from chatseek_gateway.cli.common import call, emit, operation, run_operation
+from chatseek_gateway.cli.common import call, emit, gateway, operation, run_operation
 
 __all__ = ["register"]
 
@@ -215,7 +215,8 @@ def _requests(args: argparse.Namespace, folder: Path, json_file: Path) -> Iterat
 def _import(args: argparse.Namespace) -> int:
     folder, json_file = _locate(args.path)
     report = run_operation(
-        operation("Import", lambda: _requests(args, folder, json_file)), as_json=args.json
+        operation(gateway().archive.Import, lambda: _requests(args, folder, json_file)),
+        as_json=args.json,
     )
     if args.json:
         emit(report, as_json=True)
@@ -257,7 +258,9 @@ def _tags(args: argparse.Namespace) -> int:
         sender=args.sender or "",
         message=args.message or "",
     )
-    doc = from_document(call("Tags", request, idempotent=args.tags_action == "ls").result)
+    doc = from_document(
+        call(gateway().archive.Tags, request, idempotent=args.tags_action == "ls").result
+    )
     if args.json:
         emit(doc, as_json=True)
     elif args.tags_action == "ls":
@@ -307,7 +310,7 @@ def _auth(args: argparse.Namespace) -> int:
 
     phone = args.phone or _ask("Phone number (international format, e.g. +34600000000): ")
     started = call(
-        "StartAuth",
+        gateway().archive.StartAuth,
         pb.StartAuthRequest(account=args.account, phone=phone),
         timeout=TELEGRAM_TIMEOUT_S,
         idempotent=False,
@@ -320,7 +323,12 @@ def _auth(args: argparse.Namespace) -> int:
             account=args.account, login_token=started.login_token, code=code, password=password
         )
         try:
-            done = call("CompleteAuth", request, timeout=TELEGRAM_TIMEOUT_S, idempotent=False)
+            done = call(
+                gateway().archive.CompleteAuth,
+                request,
+                timeout=TELEGRAM_TIMEOUT_S,
+                idempotent=False,
+            )
         except NotAuthorized as exc:
             if exc.metadata.get("needs") != "password":
                 raise
@@ -349,7 +357,7 @@ def _dialogs(args: argparse.Namespace) -> int:
     from chatseek_core.proto_json import from_document
 
     request = pb.DialogsRequest(account=args.account, query=args.query, limit=args.limit)
-    doc = from_document(call("Dialogs", request, timeout=TELEGRAM_TIMEOUT_S).result)
+    doc = from_document(call(gateway().archive.Dialogs, request, timeout=TELEGRAM_TIMEOUT_S).result)
     if args.json:
         emit(doc, as_json=True)
         return 0
@@ -382,7 +390,7 @@ def _sources_ls(args: argparse.Namespace) -> int:
     from chatseek_core.proto_json import from_document
 
     request = pb.SourcesRequest(account=args.account, action="ls")
-    doc = from_document(call("Sources", request).result)
+    doc = from_document(call(gateway().archive.Sources, request).result)
     if args.json:
         emit(doc, as_json=True)
         return 0
@@ -423,7 +431,9 @@ def _sources_add(args: argparse.Namespace) -> int:
         comments=args.comments,
     )
     doc = from_document(
-        call("Sources", request, timeout=TELEGRAM_TIMEOUT_S, idempotent=False).result
+        call(
+            gateway().archive.Sources, request, timeout=TELEGRAM_TIMEOUT_S, idempotent=False
+        ).result
     )
     if args.json:
         emit(doc, as_json=True)
@@ -444,7 +454,9 @@ def _sources_rm(args: argparse.Namespace) -> int:
     from chatseek_core.proto_json import from_document
 
     request = pb.SourcesRequest(account=args.account, action="rm", target=args.target)
-    doc = from_document(call("Sources", request, timeout=DELETE_TIMEOUT_S, idempotent=False).result)
+    doc = from_document(
+        call(gateway().archive.Sources, request, timeout=DELETE_TIMEOUT_S, idempotent=False).result
+    )
     if args.json:
         emit(doc, as_json=True)
         return 0
@@ -477,7 +489,9 @@ def _sources_prune(args: argparse.Namespace) -> int:
 
     def prune(dry_run: bool) -> dict[str, Any]:
         request = pb.SourcesRequest(account=args.account, action="prune", dry_run=dry_run)
-        reply = call("Sources", request, timeout=DELETE_TIMEOUT_S, idempotent=dry_run)
+        reply = call(
+            gateway().archive.Sources, request, timeout=DELETE_TIMEOUT_S, idempotent=dry_run
+        )
         return from_document(reply.result)
 
     preview = prune(True)
@@ -534,7 +548,7 @@ def _sync(args: argparse.Namespace) -> int:
     request = pb.SyncRequest(
         budget_s=args.budget or 0.0, account=args.account, chats=args.chat, takeout=args.takeout
     )
-    report = run_operation(operation("Sync", request), as_json=args.json)
+    report = run_operation(operation(gateway().archive.Sync, request), as_json=args.json)
     if args.json:
         emit(report, as_json=True)
         return 0
@@ -562,7 +576,7 @@ def _extract(args: argparse.Namespace) -> int:
     request = pb.ExtractRequest(
         budget_s=args.budget or 0.0, retry_failed=args.retry_failed, account=args.account
     )
-    report = run_operation(operation("Extract", request), as_json=args.json)
+    report = run_operation(operation(gateway().archive.Extract, request), as_json=args.json)
     if args.json:
         emit(report, as_json=True)
         return 0
@@ -586,7 +600,7 @@ def _prune_deleted(args: argparse.Namespace) -> int:
     request = pb.PruneDeletedRequest(
         account=args.account, chat=args.chat, budget_s=args.budget or 0.0
     )
-    report = run_operation(operation("PruneDeleted", request), as_json=args.json)
+    report = run_operation(operation(gateway().archive.PruneDeleted, request), as_json=args.json)
     if args.json:
         emit(report, as_json=True)
         return 0

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Iterator
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
     import grpc
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from chatseek_core.errors import ChatseekError
     from chatseek_core.settings import Settings
+    from chatseek_gateway.stubs import GatewayStubs
 
 __all__ = [
     "EXIT_CODES",
@@ -30,6 +31,7 @@ __all__ = [
     "emit",
     "ensure_gateway",
     "exit_code_for",
+    "gateway",
     "operation",
     "print_error",
     "run_operation",
@@ -56,9 +58,13 @@ LONG_TIMEOUT_S = 24 * 3600.0
 # grpc core's words for a call that never left the client (nothing listens at the address).
 NEVER_SENT = "failed to connect"
 
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
 _settings: Settings | None = None
-_stub: Any = None
-_channel: Any = None
+
+
+_stubs: GatewayStubs | None = None
 
 
 def settings() -> Settings:
@@ -71,16 +77,15 @@ def settings() -> Settings:
     return _settings
 
 
-def _gateway_stub() -> Any:
-    """The gateway stub over one blocking channel, opened on first use (no probe)."""
-    global _stub, _channel
-    if _stub is None:
-        from chatseek.gateway.v1 import gateway_service_pb2_grpc
+def gateway() -> GatewayStubs:
+    """The gateway's stubs over one blocking channel, opened on first use (no probe)."""
+    global _stubs
+    if _stubs is None:
         from chatseek_core.client import sync_channel
+        from chatseek_gateway.stubs import GatewayStubs
 
-        _channel = sync_channel(settings().addr("gateway"))
-        _stub = gateway_service_pb2_grpc.GatewayServiceStub(_channel)
-    return _stub
+        _stubs = GatewayStubs.over(sync_channel(settings().addr("gateway")))
+    return _stubs
 
 
 def _start_stack() -> None:
@@ -102,9 +107,8 @@ def _start_stack() -> None:
         from chatseek_core.errors import Unavailable
 
         raise Unavailable(str(exc), hint="see `chatseek stack logs SERVICE`") from exc
-    _gateway_stub()
     try:
-        grpc.channel_ready_future(_channel).result(timeout=GATEWAY_READY_TIMEOUT_S)
+        grpc.channel_ready_future(gateway().channel).result(timeout=GATEWAY_READY_TIMEOUT_S)
     except grpc.FutureTimeoutError:
         from chatseek_core.errors import Unavailable
 
@@ -144,8 +148,16 @@ def _again_after(err: grpc.RpcError, idempotent: bool) -> bool:
     return again
 
 
-def call(method_name: str, request: Any, *, timeout: float = 120.0, idempotent: bool = True) -> Any:
-    """Call a unary gateway RPC by name with a deadline; errors arrive decoded.
+def call(
+    method: grpc.UnaryUnaryMultiCallable[Req, Resp],
+    request: Req,
+    *,
+    timeout: float = 120.0,
+    idempotent: bool = True,
+) -> Resp:
+    """Call a unary gateway RPC (a stub method, e.g. ``gateway().search.Search``) with a deadline.
+
+    Errors arrive decoded.
 
     Raises:
         ChatseekError: the decoded error; ``Unavailable`` when the stack cannot be started.
@@ -155,21 +167,37 @@ def call(method_name: str, request: Any, *, timeout: float = 120.0, idempotent: 
     from chatseek_core.client import decode_error, sync_call
 
     try:
-        return getattr(_gateway_stub(), method_name)(request, timeout=timeout)
+        return method(request, timeout=timeout)
     except grpc.RpcError as err:
         if not _again_after(err, idempotent):
             raise decode_error(err, "gateway") from None
-    return sync_call(
-        getattr(_gateway_stub(), method_name),
-        request,
-        timeout=timeout,
-        idempotent=idempotent,
-        peer="gateway",
-    )
+    return sync_call(method, request, timeout=timeout, idempotent=idempotent, peer="gateway")
 
 
-def operation(method_name: str, request: Any, *, timeout: float = LONG_TIMEOUT_S) -> Iterator[Any]:
-    """Start a server-streaming gateway RPC; its responses (errors decoded by ``run_operation``).
+@overload
+def operation(
+    method: grpc.UnaryStreamMultiCallable[Req, Resp],
+    request: Req,
+    *,
+    timeout: float = LONG_TIMEOUT_S,
+) -> Iterator[Resp]: ...
+
+
+@overload
+def operation(
+    method: grpc.StreamStreamMultiCallable[Req, Resp],
+    request: Callable[[], Iterator[Req]],
+    *,
+    timeout: float = LONG_TIMEOUT_S,
+) -> Iterator[Resp]: ...
+
+
+def operation(
+    method: Callable[..., Iterator[Resp]], request: object, *, timeout: float = LONG_TIMEOUT_S
+) -> Iterator[Resp]:
+    """Start a server-streaming gateway RPC (a stub method); its responses.
+
+    Errors in later responses are decoded by ``run_operation``.
 
     Args:
         request: the request message, or a function returning a fresh request iterator (a
@@ -184,10 +212,9 @@ def operation(method_name: str, request: Any, *, timeout: float = LONG_TIMEOUT_S
 
     from chatseek_core.client import decode_error
 
-    def start() -> Iterator[Any]:
+    def start() -> Iterator[Resp]:
         body = request() if callable(request) else request
-        responses: Iterator[Any] = getattr(_gateway_stub(), method_name)(body, timeout=timeout)
-        return responses
+        return method(body, timeout=timeout)
 
     responses = start()
     try:

@@ -12,15 +12,22 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from chatseek_gateway.cli.common import SOURCE_HELP, call, emit, operation, run_operation
+from chatseek_gateway.cli.common import SOURCE_HELP, call, emit, gateway, operation, run_operation
+from chatseek_gateway.shapes import Documented
+
+if TYPE_CHECKING:
+    import grpc
 
 __all__ = ["register", "register_message_links"]
 
 READ_TIMEOUT_S = 120.0
 TEXT_PREVIEW = 160
 STDIN_NAME = "-"
+
+Req = TypeVar("Req")
+Doc = TypeVar("Doc", bound=Documented)
 
 
 def _common(p: argparse.ArgumentParser, *, chat_required: bool = True) -> None:
@@ -97,7 +104,9 @@ def register_message_links(messages_sub: Any) -> None:
     p.set_defaults(handler=message_links)
 
 
-def _doc(method: str, request: Any, *, idempotent: bool = True) -> dict[str, Any]:
+def _doc(
+    method: grpc.UnaryUnaryMultiCallable[Req, Doc], request: Req, *, idempotent: bool = True
+) -> dict[str, Any]:
     from chatseek_core.wire_json import result_json
 
     reply = call(method, request, timeout=READ_TIMEOUT_S, idempotent=idempotent)
@@ -115,7 +124,9 @@ def _build(args: argparse.Namespace) -> int:
     request = pb.BuildConversationsRequest(
         account=args.account, chats=args.chat or [], all=args.all
     )
-    report = run_operation(operation("BuildConversations", request), as_json=args.json)
+    report = run_operation(
+        operation(gateway().conversations.BuildConversations, request), as_json=args.json
+    )
     if args.json:
         emit(report, as_json=True)
         return 0
@@ -146,7 +157,8 @@ def _search(args: argparse.Namespace) -> int:
         since=args.since,
         k=args.limit,
     )
-    doc = to_json(call("SearchConversations", request, timeout=READ_TIMEOUT_S).result)
+    reply = call(gateway().search.SearchConversations, request, timeout=READ_TIMEOUT_S)
+    doc = to_json(reply.result)
     if args.json:
         emit(doc, as_json=True)
         return 0
@@ -174,7 +186,7 @@ def _list(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
     doc = _doc(
-        "ListConversations",
+        gateway().conversations.ListConversations,
         pb.ListConversationsRequest(
             account=args.account, chat=args.chat, since=args.since, limit=args.limit
         ),
@@ -200,7 +212,7 @@ def _show(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
     doc = _doc(
-        "ShowConversation",
+        gateway().conversations.ShowConversation,
         pb.ShowConversationRequest(
             account=args.account, chat=args.chat, conversation_id=args.conversation_id
         ),
@@ -219,7 +231,9 @@ def _show(args: argparse.Namespace) -> int:
 def _links(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
-    doc = _doc("ChatLinks", pb.ChatLinksRequest(account=args.account, chat=args.chat))
+    doc = _doc(
+        gateway().conversations.ChatLinks, pb.ChatLinksRequest(account=args.account, chat=args.chat)
+    )
     if args.json:
         print(json.dumps(doc, ensure_ascii=False))
         return 0
@@ -248,7 +262,7 @@ def _batches(args: argparse.Namespace) -> int:
         request.size = args.size
     if action == "answer":
         request.answer_json = _answer_text(args.file)
-    doc = _doc("LinkBatch", request, idempotent=action != "answer")
+    doc = _doc(gateway().conversations.LinkBatch, request, idempotent=action != "answer")
     if args.json:
         emit(doc, as_json=True)
     elif action == "status":
@@ -276,7 +290,7 @@ def message_links(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
     doc = _doc(
-        "MessageLinks",
+        gateway().conversations.MessageLinks,
         pb.MessageLinksRequest(account=args.account, chat=args.chat, msg_id=args.msg_id),
     )
     if args.json:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from chatseek_gateway.cli.common import call, emit, operation, run_operation
+from chatseek_gateway.cli.common import call, emit, gateway, operation, run_operation
 
 __all__ = ["register"]
 
@@ -44,7 +44,9 @@ def _embed(args: argparse.Namespace) -> int:
     from chatseek_core.proto_json import from_document
 
     if args.action == "status":
-        doc = from_document(call("EmbedStatus", pb.EmbedStatusRequest(account=args.account)).result)
+        doc = from_document(
+            call(gateway().ops.EmbedStatus, pb.EmbedStatusRequest(account=args.account)).result
+        )
         if args.json:
             emit(doc, as_json=True)
             return 0
@@ -61,7 +63,7 @@ def _embed(args: argparse.Namespace) -> int:
     request = pb.EmbedRequest(
         account=args.account, chats=args.chat, reembed=args.reembed, yes=args.yes
     )
-    report = run_operation(operation("Embed", request), as_json=args.json)
+    report = run_operation(operation(gateway().ops.Embed, request), as_json=args.json)
     if args.json:
         emit(report, as_json=True)
     else:
@@ -101,7 +103,7 @@ def _reindex(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
     report = run_operation(
-        operation("Reindex", pb.ReindexRequest(target=args.target)),
+        operation(gateway().ops.Reindex, pb.ReindexRequest(target=args.target)),
         as_json=args.json,
     )
     if args.json:
@@ -116,7 +118,11 @@ def _models(args: argparse.Namespace) -> int:
     from chatseek_core.proto_json import from_document
 
     doc = from_document(
-        call("Models", pb.ModelsRequest(action=args.action, names=args.names), timeout=3600).result
+        call(
+            gateway().ops.Models,
+            pb.ModelsRequest(action=args.action, names=args.names),
+            timeout=3600,
+        ).result
     )
     if args.json:
         emit(doc, as_json=True)

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from chatseek_gateway.cli.common import SOURCE_HELP, at_least_one, call, emit
+from chatseek_gateway.cli.common import SOURCE_HELP, at_least_one, call, emit, gateway
 
 if TYPE_CHECKING:
     from chatseek_core.errors import ChatseekError
@@ -93,7 +93,7 @@ def _search(args: argparse.Namespace) -> int:
     at_least_one(args.limit, "--limit", "limit")
     request = _request(args)
     try:
-        doc = to_json(call("SearchMessages", request).result)
+        doc = to_json(call(gateway().search.SearchMessages, request).result)
     except ChatseekError as exc:
         raise _with_query(exc, request.query) from None
     if args.json:
@@ -134,7 +134,9 @@ def _parse(args: argparse.Namespace) -> int:
 
     query = " ".join(args.query)
     try:
-        tree = from_document(call("ParseQuery", pb.ParseQueryRequest(query=query)).tree)
+        tree = from_document(
+            call(gateway().search.ParseQuery, pb.ParseQueryRequest(query=query)).tree
+        )
     except ChatseekError as exc:
         raise _with_query(exc, query) from None
     print(json.dumps(tree, ensure_ascii=False, indent=None if args.json else 2))
@@ -149,7 +151,9 @@ def _stats(args: argparse.Namespace) -> int:
     request = _request(args)
     try:
         doc = from_document(
-            call("MessageStats", pb.MessageStatsRequest(search=request, by=args.by)).result
+            call(
+                gateway().search.MessageStats, pb.MessageStatsRequest(search=request, by=args.by)
+            ).result
         )
     except ChatseekError as exc:
         raise _with_query(exc, request.query) from None

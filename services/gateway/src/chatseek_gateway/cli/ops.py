@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from chatseek_gateway.cli.common import call, emit, settings
+from chatseek_gateway.cli.common import call, emit, gateway, settings
 
 if TYPE_CHECKING:
     from chatseek_gateway import stack
@@ -117,7 +117,7 @@ def _status(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek_core.proto_json import from_document
 
-    doc = from_document(call("Status", pb.StatusRequest()).result)
+    doc = from_document(call(gateway().ops.Status, pb.StatusRequest()).result)
     if args.json:
         emit(doc, as_json=True)
         return 0
@@ -174,7 +174,7 @@ def _verify(args: argparse.Namespace) -> int:
     from chatseek_gateway.cli.common import operation, run_operation
 
     report = run_operation(
-        operation("Verify", pb.VerifyRequest(repair=args.repair)),
+        operation(gateway().ops.Verify, pb.VerifyRequest(repair=args.repair)),
         as_json=args.json,
     )
     if args.json:
@@ -200,7 +200,9 @@ def _backup(args: argparse.Namespace) -> int:
     from chatseek_core.proto_json import from_document
 
     directory = str(Path(args.directory).expanduser().resolve())
-    doc = from_document(call("Backup", pb.BackupRequest(directory=directory), timeout=3600).result)
+    doc = from_document(
+        call(gateway().ops.Backup, pb.BackupRequest(directory=directory), timeout=3600).result
+    )
     if args.json:
         emit(doc, as_json=True)
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from chatseek_gateway.cli.common import call, emit
+from chatseek_gateway.cli.common import call, emit, gateway
 
 __all__ = ["print_messages", "register"]
 
@@ -48,7 +48,8 @@ def _thread(args: argparse.Namespace) -> int:
 
     doc = to_json(
         call(
-            "Thread", pb.ThreadRequest(account=args.account, chat=args.chat, msg_id=args.msg_id)
+            gateway().search.Thread,
+            pb.ThreadRequest(account=args.account, chat=args.chat, msg_id=args.msg_id),
         ).result
     )
     if args.json:
@@ -67,7 +68,7 @@ def _context(args: argparse.Namespace) -> int:
         request.before = args.before
     if args.after is not None:
         request.after = args.after
-    doc = to_json(call("Context", request).result)
+    doc = to_json(call(gateway().search.Context, request).result)
     if args.json:
         emit(doc, as_json=True)
     else:
@@ -81,7 +82,8 @@ def _evidence(args: argparse.Namespace) -> int:
 
     doc = to_json(
         call(
-            "Evidence", pb.EvidenceRequest(locators=args.locators, max_chars=args.max_chars)
+            gateway().search.Evidence,
+            pb.EvidenceRequest(locators=args.locators, max_chars=args.max_chars),
         ).result
     )
     if args.json:

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from chatseek_core.limits import MAX_K, SEARCH_MODES
-from chatseek_gateway.cli.common import SOURCE_HELP, at_least_one, call, emit
+from chatseek_gateway.cli.common import SOURCE_HELP, at_least_one, call, emit, gateway
 
 __all__ = ["print_hits", "register"]
 
@@ -97,7 +97,7 @@ def _search(args: argparse.Namespace) -> int:
     )
     if args.rerank is not None:
         request.rerank = args.rerank
-    doc = to_json(call("Search", request).result)
+    doc = to_json(call(gateway().search.Search, request).result)
     if args.json:
         emit(doc, as_json=True)
     else:

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import grpc
 
 from chatseek_core.aio import to_thread
 from chatseek_core.client import aio_channel
+from chatseek_gateway.stubs import AsyncGatewayStubs
 
 __all__ = ["GatewayConnection"]
 
 
 class GatewayConnection:
-    """A lazily opened ``GatewayServiceStub`` over an asyncio channel.
+    """The gateway's stubs (``AsyncGatewayStubs``) over an asyncio channel opened lazily.
 
     Args:
         addr: the gateway's ``host:port``.
@@ -33,31 +33,29 @@ class GatewayConnection:
         self.addr = addr
         self._ensure = ensure
         self._channel: grpc.aio.Channel | None = None
-        self._stub: Any = None
+        self._stubs: AsyncGatewayStubs | None = None
         self._lock: asyncio.Lock | None = None
 
-    async def stub(self) -> Any:
-        """The gateway stub, opening the channel (after ``ensure``) on first use.
+    async def stubs(self) -> AsyncGatewayStubs:
+        """The gateway's stubs, opening the channel (after ``ensure``) on first use.
 
         Raises:
             ChatseekError: whatever ``ensure`` raised.
         """
-        if self._stub is not None:
-            return self._stub
+        if self._stubs is not None:
+            return self._stubs
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            if self._stub is None:
+            if self._stubs is None:
                 if self._ensure is not None:
                     await to_thread(self._ensure)
-                from chatseek.gateway.v1 import gateway_service_pb2_grpc
-
                 self._channel = aio_channel(self.addr)
-                self._stub = gateway_service_pb2_grpc.GatewayServiceStub(self._channel)
-        return self._stub
+                self._stubs = AsyncGatewayStubs.over(self._channel)
+        return self._stubs
 
     async def close(self) -> None:
         """Close the channel (a later call opens a new one)."""
-        channel, self._channel, self._stub = self._channel, None, None
+        channel, self._channel, self._stubs = self._channel, None, None
         if channel is not None:
             await channel.close()

@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Concatenate, ParamSpec
+from typing import TYPE_CHECKING, Annotated, Any, Concatenate, ParamSpec, TypeVar
 
 from pydantic import Field
 
@@ -36,7 +36,14 @@ from chatseek_core.limits import (
 )
 from chatseek_core.log import redact
 from chatseek_core.proto_json import from_document
+from chatseek_core.wire_json import result_json
 from chatseek_gateway.mcp.gateway import GatewayConnection
+from chatseek_gateway.shapes import Documented, Evented
+
+if TYPE_CHECKING:
+    import grpc
+
+    from chatseek_gateway.stubs import AsyncGatewayStubs
 
 __all__ = [
     "CLI_ONLY",
@@ -50,6 +57,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
+Req = TypeVar("Req")
+Doc = TypeVar("Doc", bound=Documented)
+Evt = TypeVar("Evt", bound=Evented)
 ToolMethod = Callable[Concatenate["ChatseekTools", P], Awaitable[dict[str, Any]]]
 
 # --- limits ---
@@ -383,32 +393,29 @@ class ChatseekTools:
         self._gateway = gateway
         self._config_path = config_path
 
-    async def _call(self, method: str, request: Any, timeout: float, idempotent: bool) -> Any:
-        stub = await self._gateway.stub()
-        return await call(
-            getattr(stub, method), request, timeout=timeout, idempotent=idempotent, peer="gateway"
-        )
-
     async def _document(
-        self, method: str, request: Any, *, timeout: float = READ_TIMEOUT_S, idempotent: bool = True
+        self,
+        rpc: Callable[[AsyncGatewayStubs], grpc.aio.UnaryUnaryMultiCallable[Req, Doc]],
+        request: Req,
+        *,
+        timeout: float = READ_TIMEOUT_S,
+        idempotent: bool = True,
     ) -> dict[str, Any]:
-        reply = await self._call(method, request, timeout, idempotent)
-        return from_document(reply.result)
+        """Call the unary RPC that ``rpc`` picks from the gateway's stubs; its result as JSON."""
+        method = rpc(await self._gateway.stubs())
+        reply = await call(method, request, timeout=timeout, idempotent=idempotent, peer="gateway")
+        return result_json(reply.result)
 
-    async def _typed(
-        self, method: str, request: Any, *, timeout: float = READ_TIMEOUT_S
+    async def _operation(
+        self,
+        rpc: Callable[[AsyncGatewayStubs], grpc.aio.UnaryStreamMultiCallable[Req, Evt]],
+        request: Req,
+        timeout: float,
     ) -> dict[str, Any]:
-        """Call a read whose reply carries a typed ``result``; returns its JSON."""
-        from chatseek_core.wire_json import to_json
-
-        reply = await self._call(method, request, timeout, True)
-        return to_json(reply.result)
-
-    async def _operation(self, method: str, request: Any, timeout: float) -> dict[str, Any]:
         """Run a streaming operation; returns its final report (progress is dropped)."""
-        stub = await self._gateway.stub()
+        method = rpc(await self._gateway.stubs())
         report: dict[str, Any] = {}
-        responses = stream(getattr(stub, method), request, timeout=timeout, peer="gateway")
+        responses = stream(method, request, timeout=timeout, peer="gateway")
         async for response in responses:
             if response.event.WhichOneof("event") == "result":
                 report = from_document(response.event.result)
@@ -418,7 +425,7 @@ class ChatseekTools:
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
         request = pb.SyncRequest(budget_s=budget_s, chats=chats)
-        return await self._operation("Sync", request, budget_s + SYNC_MARGIN_S)
+        return await self._operation(lambda g: g.archive.Sync, request, budget_s + SYNC_MARGIN_S)
 
     async def _refresh(self, result: dict[str, Any]) -> _Refresh:
         """Sync the searched chats that are older than ``auto_sync_after_min``, within budget.
@@ -538,10 +545,12 @@ class ChatseekTools:
         if rerank is not None:
             request.rerank = rerank
         log.debug("search %s", redact(request.query))
-        result = await self._typed("Search", request, timeout=SEARCH_TIMEOUT_S)
+        result = await self._document(lambda g: g.search.Search, request, timeout=SEARCH_TIMEOUT_S)
         refresh = await self._refresh(result)
         if refresh.report is not None:
-            result = await self._typed("Search", request, timeout=SEARCH_TIMEOUT_S)
+            result = await self._document(
+                lambda g: g.search.Search, request, timeout=SEARCH_TIMEOUT_S
+            )
         result.setdefault("warnings", []).extend(refresh.warnings)
         result["synced"] = refresh.report
         if result.get("index_age_min") is None:
@@ -600,7 +609,9 @@ class ChatseekTools:
         request.page_token = _text("page", page, MAX_PAGE_TOKEN_CHARS, required=False)
         request.newest = newest
         request.context = _int_range("context", context, 0, MAX_NEIGHBOURS)
-        return await self._typed("SearchMessages", request, timeout=SEARCH_TIMEOUT_S)
+        return await self._document(
+            lambda g: g.search.SearchMessages, request, timeout=SEARCH_TIMEOUT_S
+        )
 
     @_tool
     async def messages_stats(
@@ -628,7 +639,9 @@ class ChatseekTools:
             search=self._messages_request(query, tree, source, chats, timezone),
             by=_choice("by", by, STATS_BY),
         )
-        return await self._document("MessageStats", request, timeout=SEARCH_TIMEOUT_S)
+        return await self._document(
+            lambda g: g.search.MessageStats, request, timeout=SEARCH_TIMEOUT_S
+        )
 
     # --- conversations ---
 
@@ -658,7 +671,9 @@ class ChatseekTools:
             since=_text("since", since, MAX_BOUND_CHARS, required=False),
             k=_int_range("limit", limit, 1, MAX_CONVERSATIONS_FOUND),
         )
-        return await self._typed("SearchConversations", request, timeout=SEARCH_TIMEOUT_S)
+        return await self._document(
+            lambda g: g.search.SearchConversations, request, timeout=SEARCH_TIMEOUT_S
+        )
 
     @_tool
     async def conversations_list(
@@ -677,7 +692,7 @@ class ChatseekTools:
             since=_text("since", since, MAX_BOUND_CHARS, required=False),
             limit=_int_range("limit", limit, 1, MAX_CONVERSATIONS_LISTED),
         )
-        return await self._typed("ListConversations", request)
+        return await self._document(lambda g: g.conversations.ListConversations, request)
 
     @_tool
     async def conversations_show(
@@ -693,7 +708,7 @@ class ChatseekTools:
         request = pb.ShowConversationRequest(
             chat=_spec("chat", chat), conversation_id=conversation_id
         )
-        return await self._typed("ShowConversation", request)
+        return await self._document(lambda g: g.conversations.ShowConversation, request)
 
     @_tool
     async def message_links(self, chat: ChatSpec, msg_id: MsgId) -> dict[str, Any]:
@@ -704,7 +719,7 @@ class ChatseekTools:
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
         request = pb.MessageLinksRequest(chat=_spec("chat", chat), msg_id=msg_id)
-        return await self._typed("MessageLinks", request)
+        return await self._document(lambda g: g.conversations.MessageLinks, request)
 
     # --- readers ---
 
@@ -718,7 +733,7 @@ class ChatseekTools:
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
         request = pb.ThreadRequest(chat=_spec("chat", chat), msg_id=msg_id)
-        return await self._typed("Thread", request)
+        return await self._document(lambda g: g.search.Thread, request)
 
     @_tool
     async def context(
@@ -737,7 +752,7 @@ class ChatseekTools:
             before=_int_range("before", before, 0, MAX_AROUND),
             after=_int_range("after", after, 0, MAX_AROUND),
         )
-        return await self._typed("Context", request)
+        return await self._document(lambda g: g.search.Context, request)
 
     @_tool
     async def evidence(
@@ -765,7 +780,7 @@ class ChatseekTools:
             locators=_specs("locators", list(locators), MAX_LOCATORS),
             max_chars=_int_range("max_chars", max_chars, 0, MAX_EVIDENCE_CHARS),
         )
-        return await self._typed("Evidence", request)
+        return await self._document(lambda g: g.search.Evidence, request)
 
     # --- archive ---
 
@@ -774,7 +789,7 @@ class ChatseekTools:
         """Every service's health, version, schema and feed lag (how far each index trails)."""
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
-        return await self._document("Status", pb.StatusRequest())
+        return await self._document(lambda g: g.ops.Status, pb.StatusRequest())
 
     @_tool
     async def sources(self) -> dict[str, Any]:
@@ -784,7 +799,7 @@ class ChatseekTools:
         """
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
-        return await self._document("Sources", pb.SourcesRequest(action="ls"))
+        return await self._document(lambda g: g.archive.Sources, pb.SourcesRequest(action="ls"))
 
     @_tool
     async def dialogs(
@@ -803,7 +818,7 @@ class ChatseekTools:
             query=_text("query", query, MAX_DIALOG_QUERY_CHARS),
             limit=_int_range("limit", limit, 1, MAX_DIALOGS),
         )
-        return await self._document("Dialogs", request)
+        return await self._document(lambda g: g.archive.Dialogs, request)
 
     @_tool
     async def sources_add(
@@ -827,7 +842,9 @@ class ChatseekTools:
             since=_text("since", since, MAX_BOUND_CHARS, required=False),
             comments=comments,
         )
-        return await self._document("Sources", request, timeout=WRITE_TIMEOUT_S, idempotent=False)
+        return await self._document(
+            lambda g: g.archive.Sources, request, timeout=WRITE_TIMEOUT_S, idempotent=False
+        )
 
     @_tool
     async def sources_remove(
@@ -844,7 +861,9 @@ class ChatseekTools:
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
         request = pb.SourcesRequest(action="rm", target=_text("target", target, MAX_SPEC_CHARS))
-        return await self._document("Sources", request, timeout=WRITE_TIMEOUT_S, idempotent=False)
+        return await self._document(
+            lambda g: g.archive.Sources, request, timeout=WRITE_TIMEOUT_S, idempotent=False
+        )
 
     @_tool
     async def sync(
@@ -879,7 +898,7 @@ class ChatseekTools:
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
         request = pb.LinkBatchRequest(action="status", chat=_spec("chat", chat))
-        return await self._document("LinkBatch", request)
+        return await self._document(lambda g: g.conversations.LinkBatch, request)
 
     @_tool
     async def link_batch_get(
@@ -897,7 +916,7 @@ class ChatseekTools:
             chat=_spec("chat", chat),
             size=_int_range("size", size, 1, MAX_BATCH_SIZE),
         )
-        return await self._document("LinkBatch", request)
+        return await self._document(lambda g: g.conversations.LinkBatch, request)
 
     @_tool
     async def link_batch_answer(
@@ -933,7 +952,9 @@ class ChatseekTools:
         request = pb.LinkBatchRequest(
             action="answer", chat=_spec("chat", chat), answer_json=_answers(answers)
         )
-        return await self._document("LinkBatch", request, timeout=WRITE_TIMEOUT_S, idempotent=False)
+        return await self._document(
+            lambda g: g.conversations.LinkBatch, request, timeout=WRITE_TIMEOUT_S, idempotent=False
+        )
 
 
 def register_tools(server: Any, tools: ChatseekTools) -> None:

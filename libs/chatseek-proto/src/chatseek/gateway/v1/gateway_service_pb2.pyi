@@ -21,6 +21,14 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class SearchRequest(_message.Message):
+    """The messages of the gateway's services: the front door the `chatseek` CLI calls (the MCP
+    server in the same process offers the same operations as tools). Four services share one
+    server and port, split by what they forward to: SearchService (search_service.proto),
+    ConversationsService (conversations_service.proto), ArchiveService (archive_service.proto)
+    and OpsService (ops_service.proto). Results are JSON documents the CLI prints as they are;
+    long operations stream progress first.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     QUERY_FIELD_NUMBER: _builtins.int

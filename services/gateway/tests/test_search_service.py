@@ -14,13 +14,13 @@ from chatseek.gateway.v1 import gateway_service_pb2 as pb
 from chatseek.lexical.v1 import lexical_service_pb2 as lexical_pb
 from chatseek.unitize.v1 import unitize_service_pb2 as unitize_pb
 from chatseek_core.errors import ChatseekError, IndexNotReady
-from chatseek_gateway.facade.search import SearchFacade
+from chatseek_gateway.service.search import SearchServicer
 
 WAIT_S = 10.0
 
 
 class _Peers:
-    """Fusion, unitize and lexical as the facade calls them; fusion answers only once lexical
+    """Fusion, unitize and lexical as the servicer calls them; fusion answers only once lexical
     has been asked for its status, so a gateway that asks afterwards never gets an answer."""
 
     def __init__(self, *, lag: int = 0, fusion_error: ChatseekError | None = None) -> None:
@@ -46,15 +46,13 @@ class _Peers:
         return lexical_pb.GetStatusResponse(status=status)
 
 
-def _facade(peers: _Peers) -> SearchFacade:
-    facade = SearchFacade()
-    facade._deps = SimpleNamespace(peers=peers)  # type: ignore[assignment]
-    return facade
+def _servicer(peers: _Peers) -> SearchServicer:
+    return SearchServicer(SimpleNamespace(peers=peers))  # type: ignore[arg-type]
 
 
 async def test_the_index_warnings_are_asked_while_fusion_searches() -> None:
     peers = _Peers(lag=7)
-    reply = await _facade(peers).Search(pb.SearchRequest(query="flat", k=5), None)  # type: ignore[arg-type]
+    reply = await _servicer(peers).Search(pb.SearchRequest(query="flat", k=5), None)  # type: ignore[arg-type]
     assert [w.code for w in reply.result.warnings] == ["INDEX_STALE"]
     assert "7 changes behind" in reply.result.warnings[0].message
 
@@ -62,4 +60,4 @@ async def test_the_index_warnings_are_asked_while_fusion_searches() -> None:
 async def test_a_failed_fusion_search_fails_the_search_with_its_own_error() -> None:
     peers = _Peers(fusion_error=IndexNotReady("the word index is being built"))
     with pytest.raises(IndexNotReady):
-        await _facade(peers).Search(pb.SearchRequest(query="flat", k=5), None)  # type: ignore[arg-type]
+        await _servicer(peers).Search(pb.SearchRequest(query="flat", k=5), None)  # type: ignore[arg-type]

@@ -1,8 +1,10 @@
-"""The gateway's hybrid search: resolves dates, forwards to fusion, adds the index age.
+"""The gateway's ``SearchService``: hybrid search, strict message search and the readers.
 
-Fusion's typed result passes through, read and extended field by field (no JSON in between).
-The index warnings (a re-cut running, word indexes behind) are asked of unitize and lexical
-while fusion searches, so they add no round trip to a search.
+``Search`` resolves the dates, forwards to fusion and adds the index age; fusion's typed result
+passes through, read and extended field by field (no JSON in between). The index warnings (a
+re-cut running, word indexes behind) are asked of unitize and lexical while fusion searches, so
+they add no round trip to a search. ``SearchMessages``, ``ParseQuery`` and ``MessageStats`` go
+to lexical; ``SearchConversations``, ``Thread``, ``Context`` and ``Evidence`` to fusion.
 """
 
 from __future__ import annotations
@@ -16,23 +18,47 @@ from google.protobuf import json_format
 from chatseek.common.v1 import common_pb2
 from chatseek.fusion.v1 import fusion_service_pb2 as fusion_pb
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
+from chatseek.gateway.v1 import search_service_pb2_grpc
 from chatseek.lexical.v1 import lexical_service_pb2 as lexical_pb
 from chatseek.unitize.v1 import unitize_service_pb2 as unitize_pb
 from chatseek_core.client import call
 from chatseek_core.errors import ChatseekError
 from chatseek_core.proto_json import to_python
 from chatseek_gateway.dates import parse_bound
-from chatseek_gateway.facade.base import Ctx, FacadeBase
+from chatseek_gateway.deps import Deps
+from chatseek_gateway.service.common import Ctx
 
-__all__ = ["SearchFacade"]
+__all__ = ["SearchServicer"]
 
-SEARCH_TIMEOUT_S = 60.0
+HYBRID_TIMEOUT_S = 60.0
+STRICT_TIMEOUT_S = 30.0
+READ_TIMEOUT_S = 30.0
 STATUS_TIMEOUT_S = 2.0
 SECONDS_PER_MINUTE = 60
 
 
-class SearchFacade(FacadeBase):
-    """``Search`` and ``SearchConversations``."""
+def _strict(request: pb.SearchMessagesRequest) -> lexical_pb.SearchMessagesRequest:
+    return lexical_pb.SearchMessagesRequest(
+        query=request.query,
+        tree_json=request.tree_json,
+        source=request.source,
+        account=request.account,
+        chats=list(request.chats),
+        timezone=request.timezone,
+        limit=request.limit,
+        page_token=request.page_token,
+        newest=request.newest,
+        context=request.context,
+    )
+
+
+class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
+    """Searches and readers, forwarded to fusion and lexical."""
+
+    def __init__(self, deps: Deps) -> None:
+        self._deps = deps
+
+    # --- hybrid ---
 
     async def Search(self, request: pb.SearchRequest, context: Ctx) -> pb.SearchResponse:
         started = time.perf_counter()
@@ -57,7 +83,7 @@ class SearchFacade(FacadeBase):
             reply = await call(
                 self._deps.peers.fusion.Search,
                 forward,
-                timeout=SEARCH_TIMEOUT_S,
+                timeout=HYBRID_TIMEOUT_S,
                 idempotent=True,
                 peer="fusion",
             )
@@ -117,11 +143,90 @@ class SearchFacade(FacadeBase):
                 since=parse_bound(request.since, upper=False),
                 k=request.k,
             ),
-            timeout=SEARCH_TIMEOUT_S,
+            timeout=HYBRID_TIMEOUT_S,
             idempotent=True,
             peer="fusion",
         )
         return pb.SearchConversationsResponse(result=reply.result)
+
+    # --- strict ---
+
+    async def SearchMessages(
+        self, request: pb.SearchMessagesRequest, context: Ctx
+    ) -> pb.SearchMessagesResponse:
+        reply = await call(
+            self._deps.peers.lexical.SearchMessages,
+            _strict(request),
+            timeout=STRICT_TIMEOUT_S,
+            idempotent=True,
+            peer="lexical",
+        )
+        return pb.SearchMessagesResponse(result=reply.result)
+
+    async def ParseQuery(
+        self, request: pb.ParseQueryRequest, context: Ctx
+    ) -> pb.ParseQueryResponse:
+        reply = await call(
+            self._deps.peers.lexical.ParseQuery,
+            lexical_pb.ParseQueryRequest(query=request.query, tree_json=request.tree_json),
+            timeout=STRICT_TIMEOUT_S,
+            idempotent=True,
+            peer="lexical",
+        )
+        return pb.ParseQueryResponse(tree=reply.tree)
+
+    async def MessageStats(
+        self, request: pb.MessageStatsRequest, context: Ctx
+    ) -> pb.MessageStatsResponse:
+        reply = await call(
+            self._deps.peers.lexical.MessageStats,
+            lexical_pb.MessageStatsRequest(search=_strict(request.search), by=request.by),
+            timeout=STRICT_TIMEOUT_S,
+            idempotent=True,
+            peer="lexical",
+        )
+        return pb.MessageStatsResponse(result=reply.result)
+
+    # --- readers ---
+
+    async def Thread(self, request: pb.ThreadRequest, context: Ctx) -> pb.ThreadResponse:
+        reply = await call(
+            self._deps.peers.fusion.Thread,
+            fusion_pb.ThreadRequest(
+                account=request.account, chat=request.chat, msg_id=request.msg_id
+            ),
+            timeout=READ_TIMEOUT_S,
+            idempotent=True,
+            peer="fusion",
+        )
+        return pb.ThreadResponse(result=reply.result)
+
+    async def Context(self, request: pb.ContextRequest, context: Ctx) -> pb.ContextResponse:
+        forward = fusion_pb.ContextRequest(
+            account=request.account, chat=request.chat, msg_id=request.msg_id
+        )
+        if request.HasField("before"):
+            forward.before = request.before
+        if request.HasField("after"):
+            forward.after = request.after
+        reply = await call(
+            self._deps.peers.fusion.Context,
+            forward,
+            timeout=READ_TIMEOUT_S,
+            idempotent=True,
+            peer="fusion",
+        )
+        return pb.ContextResponse(result=reply.result)
+
+    async def Evidence(self, request: pb.EvidenceRequest, context: Ctx) -> pb.EvidenceResponse:
+        reply = await call(
+            self._deps.peers.fusion.Evidence,
+            fusion_pb.EvidenceRequest(locators=list(request.locators), max_chars=request.max_chars),
+            timeout=READ_TIMEOUT_S,
+            idempotent=True,
+            peer="fusion",
+        )
+        return pb.EvidenceResponse(result=reply.result)
 
 
 def _index_age_min(chats: Iterable[common_pb2.SearchedChat]) -> float | None:

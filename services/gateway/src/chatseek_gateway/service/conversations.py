@@ -1,4 +1,4 @@
-"""The gateway's conversation RPCs: build, list, show, links and agent link batches.
+"""The gateway's ``ConversationsService``: build, list, show, links and agent link batches.
 
 Each one resolves its ``chat`` spec through ingest ``ListChats`` (exactly one chat) and forwards
 to unitize; documents come back as unitize wrote them. ``since`` takes the forms every gateway
@@ -9,27 +9,29 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import grpc
-
+from chatseek.gateway.v1 import conversations_service_pb2_grpc
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2 as ingest_pb
 from chatseek.unitize.v1 import unitize_service_pb2 as unitize_pb
-from chatseek_core.client import call, decode_error
+from chatseek_core.client import call
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.proto_json import document, from_document
 from chatseek_gateway.dates import parse_bound
-from chatseek_gateway.facade.base import Ctx, FacadeBase
+from chatseek_gateway.deps import Deps
+from chatseek_gateway.service.common import RESOLVE_TIMEOUT_S, Ctx, account_of, forward_events
 
-__all__ = ["ConversationsFacade"]
+__all__ = ["ConversationsServicer"]
 
 BUILD_TIMEOUT_S = 24 * 3600.0
 READ_TIMEOUT_S = 60.0
-RESOLVE_TIMEOUT_S = 30.0
 BATCH_ACTIONS = ("status", "get", "answer")
 
 
-class ConversationsFacade(FacadeBase):
+class ConversationsServicer(conversations_service_pb2_grpc.ConversationsServiceServicer):
     """Conversation reconstruction, forwarded to unitize."""
+
+    def __init__(self, deps: Deps) -> None:
+        self._deps = deps
 
     async def _conversation_chat(self, account: str, spec: str) -> tuple[str, int]:
         """The ``(account, chat_id)`` that ``spec`` names, exactly one."""
@@ -52,7 +54,7 @@ class ConversationsFacade(FacadeBase):
     async def BuildConversations(
         self, request: pb.BuildConversationsRequest, context: Ctx
     ) -> AsyncIterator[pb.BuildConversationsResponse]:
-        account = self._account(request.account)
+        account = account_of(self._deps, request.account)
         if not request.chats and not request.all:
             raise InvalidArgument(
                 "name the chats to build or ask for all of them",
@@ -69,18 +71,17 @@ class ConversationsFacade(FacadeBase):
             ),
             timeout=BUILD_TIMEOUT_S,
         )
-        try:
-            async for response in stream:
-                yield pb.BuildConversationsResponse(event=response.event)
-        except grpc.aio.AioRpcError as err:
-            raise decode_error(err, "unitize") from None
+        async for event in forward_events(
+            stream, lambda e: pb.BuildConversationsResponse(event=e), "unitize"
+        ):
+            yield event
 
     async def ListConversations(
         self, request: pb.ListConversationsRequest, context: Ctx
     ) -> pb.ListConversationsResponse:
         since = parse_bound(request.since, upper=False)
         account, chat_id = await self._conversation_chat(
-            self._account(request.account), request.chat
+            account_of(self._deps, request.account), request.chat
         )
         reply = await call(
             self._deps.peers.unitize.ListConversations,
@@ -97,7 +98,7 @@ class ConversationsFacade(FacadeBase):
         self, request: pb.ShowConversationRequest, context: Ctx
     ) -> pb.ShowConversationResponse:
         account, chat_id = await self._conversation_chat(
-            self._account(request.account), request.chat
+            account_of(self._deps, request.account), request.chat
         )
         reply = await call(
             self._deps.peers.unitize.ShowConversation,
@@ -114,7 +115,7 @@ class ConversationsFacade(FacadeBase):
         self, request: pb.MessageLinksRequest, context: Ctx
     ) -> pb.MessageLinksResponse:
         account, chat_id = await self._conversation_chat(
-            self._account(request.account), request.chat
+            account_of(self._deps, request.account), request.chat
         )
         reply = await call(
             self._deps.peers.unitize.MessageLinks,
@@ -127,7 +128,7 @@ class ConversationsFacade(FacadeBase):
 
     async def ChatLinks(self, request: pb.ChatLinksRequest, context: Ctx) -> pb.ChatLinksResponse:
         account, chat_id = await self._conversation_chat(
-            self._account(request.account), request.chat
+            account_of(self._deps, request.account), request.chat
         )
         reply = await call(
             self._deps.peers.unitize.ChatLinks,
@@ -147,27 +148,29 @@ class ConversationsFacade(FacadeBase):
                 metadata={"field": "action"},
             )
         account, chat_id = await self._conversation_chat(
-            self._account(request.account), request.chat
+            account_of(self._deps, request.account), request.chat
         )
         unitize = self._deps.peers.unitize
         if request.action == "status":
-            reply = await call(
+            status = await call(
                 unitize.LinkBatchStatus,
                 unitize_pb.LinkBatchStatusRequest(account=account, chat_id=chat_id),
                 timeout=READ_TIMEOUT_S,
                 idempotent=True,
                 peer="unitize",
             )
+            result = status.result
         elif request.action == "get":
-            reply = await call(
+            batch = await call(
                 unitize.GetLinkBatch,
                 unitize_pb.GetLinkBatchRequest(account=account, chat_id=chat_id, size=request.size),
                 timeout=READ_TIMEOUT_S,
                 idempotent=True,
                 peer="unitize",
             )
+            result = batch.result
         else:
-            reply = await call(
+            answered = await call(
                 unitize.AnswerLinkBatch,
                 unitize_pb.AnswerLinkBatchRequest(
                     account=account, chat_id=chat_id, answer_json=request.answer_json
@@ -175,6 +178,7 @@ class ConversationsFacade(FacadeBase):
                 timeout=READ_TIMEOUT_S,
                 peer="unitize",
             )
-        doc = from_document(reply.result)
+            result = answered.result
+        doc = from_document(result)
         doc["action"] = request.action
         return pb.LinkBatchResponse(result=document(doc))

@@ -1,4 +1,4 @@
-"""The gateway's archive RPCs, forwarded to ingest: import, tags, Telegram auth, dialogs,
+"""The gateway's ``ArchiveService``, forwarded to ingest: import, tags, Telegram auth, dialogs,
 sources, sync, extract and prune-deleted.
 
 Chat specs (ids, @usernames, titles, ``import:<slug>``) are resolved to chat ids through ingest's
@@ -8,11 +8,12 @@ ingest's progress events and final report through unchanged.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 
+from chatseek.gateway.v1 import archive_service_pb2_grpc
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2 as ingest_pb
 from chatseek_core.aio import drain
@@ -20,9 +21,16 @@ from chatseek_core.client import call, decode_error
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.proto_json import document
 from chatseek_gateway.dates import parse_bound
-from chatseek_gateway.facade.base import Ctx, FacadeBase
+from chatseek_gateway.deps import Deps
+from chatseek_gateway.service.common import (
+    RESOLVE_TIMEOUT_S,
+    Ctx,
+    account_of,
+    chat_ids,
+    forward_events,
+)
 
-__all__ = ["ArchiveFacade"]
+__all__ = ["ArchiveServicer"]
 
 IMPORT_TIMEOUT_S = 24 * 3600.0
 OPERATION_TIMEOUT_S = 24 * 3600.0
@@ -42,11 +50,11 @@ def _id(text: str) -> int | None:
     return None
 
 
-Event = TypeVar("Event")
-
-
-class ArchiveFacade(FacadeBase):
+class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
     """Archive operations, forwarded to ingest."""
+
+    def __init__(self, deps: Deps) -> None:
+        self._deps = deps
 
     async def Import(
         self, request_iterator: AsyncIterator[pb.ImportRequest], context: Ctx
@@ -81,31 +89,11 @@ class ArchiveFacade(FacadeBase):
             await drain(request_iterator)  # so that the client is told why (see ``drain``)
             raise decode_error(err, "ingest") from None
 
-    async def _forward(self, stream: Any, wrap: Callable[[Any], Event]) -> AsyncIterator[Event]:
-        """Pass ingest's streamed ``OperationEvent``s through, decoding a failure."""
-        try:
-            async for response in stream:
-                yield wrap(response.event)
-        except grpc.aio.AioRpcError as err:
-            raise decode_error(err, "ingest") from None
-
-    async def _chat_ids(self, account: str, specs: list[str]) -> list[int]:
-        if not specs:
-            return []
-        reply = await call(
-            self._deps.peers.ingest.ListChats,
-            ingest_pb.ListChatsRequest(accounts=[account], specs=specs),
-            timeout=TAG_TIMEOUT_S,
-            idempotent=True,
-            peer="ingest",
-        )
-        return sorted({int(c.chat.chat_id) for c in reply.chats})
-
     async def _chat_id(self, account: str, spec: str) -> int:
         reply = await call(
             self._deps.peers.ingest.ListChats,
             ingest_pb.ListChatsRequest(accounts=[account], specs=[spec], exactly_one=True),
-            timeout=TAG_TIMEOUT_S,
+            timeout=RESOLVE_TIMEOUT_S,
             idempotent=True,
             peer="ingest",
         )
@@ -142,7 +130,7 @@ class ArchiveFacade(FacadeBase):
         return ingest_pb.TagTarget(account=account, kind="message", chat_id=chat_id, msg_id=msg_id)
 
     async def Tags(self, request: pb.TagsRequest, context: Ctx) -> pb.TagsResponse:
-        account = self._account(request.account)
+        account = account_of(self._deps, request.account)
         ingest = self._deps.peers.ingest
         if request.action == "ls":
             reply = await call(
@@ -179,7 +167,9 @@ class ArchiveFacade(FacadeBase):
     async def StartAuth(self, request: pb.StartAuthRequest, context: Ctx) -> pb.StartAuthResponse:
         reply = await call(
             self._deps.peers.ingest.StartAuth,
-            ingest_pb.StartAuthRequest(account=self._account(request.account), phone=request.phone),
+            ingest_pb.StartAuthRequest(
+                account=account_of(self._deps, request.account), phone=request.phone
+            ),
             timeout=TELEGRAM_TIMEOUT_S,
             peer="ingest",
         )
@@ -191,7 +181,7 @@ class ArchiveFacade(FacadeBase):
         reply = await call(
             self._deps.peers.ingest.CompleteAuth,
             ingest_pb.CompleteAuthRequest(
-                account=self._account(request.account),
+                account=account_of(self._deps, request.account),
                 login_token=request.login_token,
                 code=request.code,
                 password=request.password,
@@ -205,7 +195,9 @@ class ArchiveFacade(FacadeBase):
         reply = await call(
             self._deps.peers.ingest.Dialogs,
             ingest_pb.DialogsRequest(
-                account=self._account(request.account), query=request.query, limit=request.limit
+                account=account_of(self._deps, request.account),
+                query=request.query,
+                limit=request.limit,
             ),
             timeout=TELEGRAM_TIMEOUT_S,
             idempotent=True,
@@ -214,7 +206,7 @@ class ArchiveFacade(FacadeBase):
         return pb.DialogsResponse(result=reply.result)
 
     async def Sources(self, request: pb.SourcesRequest, context: Ctx) -> pb.SourcesResponse:
-        account = self._account(request.account)
+        account = account_of(self._deps, request.account)
         ingest = self._deps.peers.ingest
         action = request.action or "ls"
         if action not in SOURCE_ACTIONS:
@@ -228,17 +220,17 @@ class ArchiveFacade(FacadeBase):
                 hint="a chat id, @username, t.me link, folder:<name> or a title",
                 metadata={"field": "target"},
             )
-        reply: Any
         if action == "ls":
-            reply = await call(
+            listed = await call(
                 ingest.ListSources,
                 ingest_pb.ListSourcesRequest(account=account),
                 timeout=TAG_TIMEOUT_S,
                 idempotent=True,
                 peer="ingest",
             )
+            result = listed.result
         elif action == "add":
-            reply = await call(
+            added = await call(
                 ingest.AddSource,
                 ingest_pb.AddSourceRequest(
                     account=account,
@@ -249,37 +241,40 @@ class ArchiveFacade(FacadeBase):
                 timeout=TELEGRAM_TIMEOUT_S,
                 peer="ingest",
             )
+            result = added.result
         elif action == "rm":
-            reply = await call(
+            removed = await call(
                 ingest.RemoveSource,
                 ingest_pb.RemoveSourceRequest(account=account, target=request.target),
                 timeout=PRUNE_TIMEOUT_S,
                 peer="ingest",
             )
+            result = removed.result
         else:
-            reply = await call(
+            pruned = await call(
                 ingest.PruneSources,
                 ingest_pb.PruneSourcesRequest(account=account, dry_run=request.dry_run),
                 timeout=PRUNE_TIMEOUT_S,
                 idempotent=request.dry_run,
                 peer="ingest",
             )
-        return pb.SourcesResponse(result=reply.result)
+            result = pruned.result
+        return pb.SourcesResponse(result=result)
 
     async def Sync(self, request: pb.SyncRequest, context: Ctx) -> AsyncIterator[pb.SyncResponse]:
-        account = self._account(request.account)
-        chat_ids = await self._chat_ids(account, list(request.chats))
+        account = account_of(self._deps, request.account)
+        ids = sorted(set(await chat_ids(self._deps, account, list(request.chats))))
         stream = self._deps.peers.ingest.Sync(
             ingest_pb.SyncRequest(
                 budget_s=request.budget_s,
                 account=account,
-                chat_ids=chat_ids,
+                chat_ids=ids,
                 refresh_only=request.refresh_only,
                 takeout=request.takeout,
             ),
             timeout=OPERATION_TIMEOUT_S,
         )
-        async for event in self._forward(stream, lambda e: pb.SyncResponse(event=e)):
+        async for event in forward_events(stream, lambda e: pb.SyncResponse(event=e), "ingest"):
             yield event
 
     async def Extract(
@@ -289,17 +284,17 @@ class ArchiveFacade(FacadeBase):
             ingest_pb.ExtractRequest(
                 budget_s=request.budget_s,
                 retry_failed=request.retry_failed,
-                account=self._account(request.account),
+                account=account_of(self._deps, request.account),
             ),
             timeout=OPERATION_TIMEOUT_S,
         )
-        async for event in self._forward(stream, lambda e: pb.ExtractResponse(event=e)):
+        async for event in forward_events(stream, lambda e: pb.ExtractResponse(event=e), "ingest"):
             yield event
 
     async def PruneDeleted(
         self, request: pb.PruneDeletedRequest, context: Ctx
     ) -> AsyncIterator[pb.PruneDeletedResponse]:
-        account = self._account(request.account)
+        account = account_of(self._deps, request.account)
         chat_id = await self._chat_id(account, request.chat) if request.chat else 0
         stream = self._deps.peers.ingest.PruneDeleted(
             ingest_pb.PruneDeletedRequest(
@@ -307,5 +302,7 @@ class ArchiveFacade(FacadeBase):
             ),
             timeout=OPERATION_TIMEOUT_S,
         )
-        async for event in self._forward(stream, lambda e: pb.PruneDeletedResponse(event=e)):
+        async for event in forward_events(
+            stream, lambda e: pb.PruneDeletedResponse(event=e), "ingest"
+        ):
             yield event

@@ -1,1 +1,0 @@
-"""The gateway's RPCs, one mixin per area, combined into ``GatewayServicer`` in ``service``."""

@@ -1,0 +1,26 @@
+"""What the lexical servicer is given: ``lexical.db`` with its producers attached, the loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chatseek_core import db
+from chatseek_core.consumer import FeedLoop
+from chatseek_core.settings import Settings
+
+__all__ = ["Deps", "PRODUCERS"]
+
+PRODUCERS = ("ingest", "unitize")
+
+
+@dataclass
+class Deps:
+    """What the lexical servicer needs."""
+
+    settings: Settings
+    pool: db.ThreadConnections
+    loop: FeedLoop
+
+    def ready_to_index(self) -> bool:
+        """Whether both producers' files exist and are attached on this thread."""
+        return all(self.pool.attached(name) for name in PRODUCERS)
