@@ -26,11 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-import docx
-import pypdf
-from docx.table import Table
-from docx.text.paragraph import Paragraph
-
 from chatseek_core import db
 from chatseek_core.db import Connection
 from chatseek_core.errors import ChatseekError
@@ -371,6 +366,8 @@ def _read_pdf(path: Path, limits: Limits) -> Extracted:
     found = _sniff(path)
     if found != "a PDF":
         return Extracted(STATE_FAILED, error=f"not a PDF: the file is {found}")
+    import pypdf
+
     reader = pypdf.PdfReader(path, strict=False)
     if reader.is_encrypted and not reader.decrypt(""):
         return Extracted(STATE_FAILED, error="the PDF is protected by a password")
@@ -411,6 +408,9 @@ def _check_docx_zip(path: Path, limits: Limits) -> str | None:
 
 def _docx_blocks(container: Any) -> Iterator[str]:
     """Paragraph texts of a document or table cell in reading order, tables cell by cell."""
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
     for block in container.iter_inner_content():
         if isinstance(block, Paragraph):
             yield block.text
@@ -431,6 +431,8 @@ def _read_docx(path: Path, limits: Limits) -> Extracted:
     refused = _check_docx_zip(path, limits)
     if refused is not None:
         return Extracted(STATE_FAILED, error=refused)
+    import docx
+
     document = docx.Document(str(path))
     collector = _Collector(limits)
     for text in _docx_blocks(document):

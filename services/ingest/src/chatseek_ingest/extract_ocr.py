@@ -11,16 +11,18 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import shutil
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import pytesseract
-from PIL import Image, ImageOps, UnidentifiedImageError
+if TYPE_CHECKING:
+    from PIL import Image
 
 __all__ = [
     "ENGINE_TESSERACT",
@@ -42,12 +44,30 @@ TESSERACT_LANGS = ("rus", "eng")
 VISION_LANGS = ("ru-RU", "en-US")
 OCR_MODE = "L"
 
-# Pillow raises DecompressionBombError above twice this and only warns between once and twice;
-# the warning is made an error so no image past the cap is ever decoded in this process.
-Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
-warnings.filterwarnings("error", category=Image.DecompressionBombWarning)
-
 _tesseract_langs_cache: dict[str, tuple[str, ...]] = {}
+
+
+@functools.cache
+def _pillow() -> ModuleType:
+    """``PIL.Image``, imported on first use and capped before any image is opened.
+
+    Pillow, pytesseract (with numpy) and the document parsers cost the ingest service about
+    45 MiB and a third of a second of start-up; an import of an export without media needs
+    none of them.
+    """
+    from PIL import Image
+
+    # Pillow raises DecompressionBombError above twice this and only warns between once and
+    # twice; the warning is made an error so no image past the cap is ever decoded here.
+    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+    warnings.filterwarnings("error", category=Image.DecompressionBombWarning)
+    return Image
+
+
+def _pytesseract() -> Any:
+    import pytesseract
+
+    return pytesseract
 
 
 class ImageRefused(Exception):
@@ -72,6 +92,7 @@ def _vision_importable() -> bool:
 
 def _tesseract_langs() -> tuple[str, ...]:
     """The wanted Tesseract languages installed here, in order; empty without Tesseract."""
+    pytesseract = _pytesseract()
     cmd = str(pytesseract.pytesseract.tesseract_cmd)
     cached = _tesseract_langs_cache.get(cmd)
     if cached is not None:
@@ -118,6 +139,9 @@ def open_image(path: Path, *, max_pixels: int) -> Image.Image:
         ImageRefused: not an image Pillow can read, or more pixels than allowed (the size is
             read from the header, so a bomb is refused without being allocated).
     """
+    from PIL import ImageOps, UnidentifiedImageError
+
+    Image = _pillow()  # noqa: N806 - the module, named as everywhere
     try:
         image = Image.open(path)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -171,6 +195,7 @@ def ocr_image(path: Path, *, max_pixels: int, timeout_s: float) -> str:
 
 def _ocr_tesseract(image: Image.Image, timeout_s: float) -> str:
     langs = "+".join(_tesseract_langs())
+    pytesseract = _pytesseract()
     try:
         text: Any = pytesseract.image_to_string(image, lang=langs, timeout=timeout_s)
     except RuntimeError as exc:
