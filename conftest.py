@@ -103,7 +103,7 @@ def _blockbuster() -> Any:
     import sqlean
     from blockbuster import BlockBuster, BlockBusterFunction
 
-    excluded = ["chatseek_core.testing"]
+    excluded = ["chatseek_testing.services"]
     buster = BlockBuster(list(_SCANNED), excluded_modules=excluded)
     scanned = [importlib.import_module(name) for name in _SCANNED]
     for type_name, methods in _SQLEAN_METHODS.items():

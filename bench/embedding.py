@@ -67,8 +67,8 @@ async def _measure(
 
     from chatseek.embed.v1 import embed_service_pb2 as pb
     from chatseek.embed.v1 import embed_service_pb2_grpc
-    from chatseek_core.testing import serving, temp_settings
     from chatseek_embed import server
+    from chatseek_testing.services import serving, temp_settings
 
     models: dict[str, Any] = {"fp32": SentenceTransformer(model_path, device="cpu")}
     errors: dict[str, str] = {}

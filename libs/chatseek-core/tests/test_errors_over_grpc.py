@@ -15,7 +15,7 @@ from chatseek_core import errors
 from chatseek_core.client import aio_channel, call
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
-from chatseek_core.testing import serving
+from chatseek_testing.services import serving
 
 
 class _Failing(fusion_service_pb2_grpc.FusionServiceServicer):

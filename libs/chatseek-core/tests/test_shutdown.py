@@ -12,7 +12,7 @@ from chatseek_core import db
 from chatseek_core.aio import in_flight, to_thread
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server, shut_down
-from chatseek_core.testing import serving
+from chatseek_testing.services import serving
 
 
 def _register(server: Any) -> list[str]:

@@ -13,8 +13,8 @@ from chatseek.embed.v1 import embed_service_pb2 as pb
 from chatseek.embed.v1 import embed_service_pb2_grpc
 from chatseek_core.client import call
 from chatseek_core.errors import ChatseekError
-from chatseek_core.testing import serving, temp_settings
 from chatseek_embed.server import create_server, load_models
+from chatseek_testing.services import serving, temp_settings
 
 
 async def test_the_service_serves_health_after_start_with_its_model_loaded(tmp_path: Path) -> None:

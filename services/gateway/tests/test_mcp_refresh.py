@@ -24,10 +24,10 @@ from chatseek_core.errors import ChatseekError, FloodWait, SyncRunning
 from chatseek_core.proto_json import operation_progress, operation_result
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server as build_grpc_server
-from chatseek_core.testing import serving
 from chatseek_core.wire_json import from_json
 from chatseek_gateway.mcp.gateway import GatewayConnection
 from chatseek_gateway.mcp.server import build_server
+from chatseek_testing.services import serving
 
 STALE_CHAT = -1001000000001
 FRESH_CHAT = -1001000000002

@@ -13,11 +13,11 @@ from chatseek.gateway.v1 import (
     ops_service_pb2,
     search_service_pb2,
 )
-from chatseek_core.testing import serving, temp_settings
 from chatseek_gateway.deps import Deps
 from chatseek_gateway.peers import connect_peers
 from chatseek_gateway.server import SERVICE_NAMES, create_server
 from chatseek_gateway.stubs import GatewayStubs
+from chatseek_testing.services import serving, temp_settings
 
 # The RPCs of the one GatewayService these four services replaced.
 GATEWAY_RPCS = 30

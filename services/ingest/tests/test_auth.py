@@ -9,7 +9,6 @@ import pytest
 from telethon.sessions import StringSession
 
 from chatseek_core.errors import FloodWait, InvalidArgument, NotAuthorized
-from chatseek_core.testing import temp_settings
 from chatseek_ingest.auth import (
     ENV_API_HASH,
     ENV_API_ID,
@@ -22,6 +21,7 @@ from chatseek_ingest.auth import (
 from chatseek_ingest.server import open_deps
 from chatseek_ingest.telegram import open_client, read_session, session_path
 from chatseek_ingest.telegram.runtime import account_client
+from chatseek_testing.services import temp_settings
 from chatseek_testing.telegram import DEFAULT_CODE, DEFAULT_PHONE, FakeTelegram
 
 ACCOUNT = "main"

@@ -15,8 +15,8 @@ from chatseek.ingest.v1 import ingest_service_pb2_grpc
 from chatseek_core import errors
 from chatseek_core.client import call, decode_error
 from chatseek_core.proto_json import from_document
-from chatseek_core.testing import serving, temp_settings
 from chatseek_ingest.server import create_server, open_deps
+from chatseek_testing.services import serving, temp_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "exports"
 CHUNK = 1000

@@ -7,8 +7,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from chatseek_core.testing import serving, temp_settings
 from chatseek_ingest.server import create_server, open_deps
+from chatseek_testing.services import serving, temp_settings
 
 
 async def test_the_service_serves_health_after_start_and_creates_its_database(

@@ -27,10 +27,10 @@ from chatseek_core import db, errors
 from chatseek_core.client import call, decode_error
 from chatseek_core.proto_json import from_document
 from chatseek_core.settings import Settings
-from chatseek_core.testing import serving, temp_settings
 from chatseek_ingest.auth import ENV_API_HASH, ENV_API_ID, write_session
 from chatseek_ingest.server import create_server, open_deps
 from chatseek_ingest.telegram import session_path
+from chatseek_testing.services import serving, temp_settings
 from chatseek_testing.telegram import BASE_DATE, DEFAULT_CODE, DEFAULT_PHONE, FakeTelegram
 from tests.stack_helpers import free_ports
 

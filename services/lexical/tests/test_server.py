@@ -18,9 +18,9 @@ from chatseek.lexical.v1 import lexical_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.client import decode_error
 from chatseek_core.settings import Settings
-from chatseek_core.testing import serving, temp_settings
 from chatseek_core.wire_json import to_json
 from chatseek_lexical.server import create_server, open_deps
+from chatseek_testing.services import serving, temp_settings
 
 
 async def test_the_service_serves_health_after_start_and_creates_its_database(

@@ -7,7 +7,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from chatseek_core.testing import serving, temp_settings
+from chatseek_testing.services import serving, temp_settings
 from chatseek_unitize.server import create_server, open_deps
 
 

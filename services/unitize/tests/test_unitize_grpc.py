@@ -18,8 +18,8 @@ from chatseek.unitize.v1 import unitize_service_pb2_grpc
 from chatseek_core.client import call, decode_error
 from chatseek_core.errors import ChatseekError
 from chatseek_core.proto_json import from_document, to_python
-from chatseek_core.testing import serving, temp_settings
 from chatseek_core.wire_json import to_json
+from chatseek_testing.services import serving, temp_settings
 from chatseek_unitize.server import create_server, open_deps
 
 WAIT_S = 60.0

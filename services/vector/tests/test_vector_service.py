@@ -17,8 +17,8 @@ from chatseek.vector.v1 import vector_service_pb2_grpc
 from chatseek_core import db, errors, feed
 from chatseek_core.client import call, decode_error
 from chatseek_core.proto_json import from_document
-from chatseek_core.testing import serving, temp_settings
 from chatseek_embed import server as embed_server
+from chatseek_testing.services import serving, temp_settings
 from chatseek_unitize.schema import MIGRATIONS as UNITIZE_MIGRATIONS
 from chatseek_vector import server as vector_server
 from chatseek_vector.index import apply_unit_feed, remove_unit, store_vectors, take_pending

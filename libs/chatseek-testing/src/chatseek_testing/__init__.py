@@ -2,6 +2,8 @@
 
 ``chatseek_testing.telegram`` is the strict fake Telegram (``FakeTelegram``, ``fake_factory``);
 ``chatseek_testing.faults`` is the SIGKILL fault injection, a ``chatseek_core.db`` commit hook
-installed in test-started processes by the ``sitecustomize`` in ``chatseek_testing/site``.
+installed in test-started processes by the ``sitecustomize`` in ``chatseek_testing/site``;
+``chatseek_testing.services`` gives settings over a temp directory and serves a service
+in-process.
 No ``src/`` of a shipped package imports this package (``tests/test_deploy.py`` pins it).
 """

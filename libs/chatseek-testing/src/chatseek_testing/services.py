@@ -1,7 +1,7 @@
-"""Helpers for tests: settings over a temp directory and a service served in-process.
+"""Test helpers: settings over a temp directory and a service served in-process.
 
 Fakes of the system's edges live in ``chatseek_core.fakes`` (models, selectable in production
-with ``CHATSEEK_FAKE_MODELS``) and the test-only ``chatseek_testing`` (Telegram); nothing here
+with ``CHATSEEK_FAKE_MODELS``) and ``chatseek_testing.telegram`` (Telegram); nothing here
 replaces the thing under test.
 """
 
