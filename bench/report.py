@@ -357,7 +357,11 @@ def _rival_targets(rival: dict[str, Any]) -> list[Target]:
     """CPU and memory to words beside grepogram's, on the same 100k export."""
     if not rival:
         return []
-    at = f"{_fmt(rival.get('messages'))} messages, best of {rival.get('runs')}"
+    at = (
+        f"{_fmt(rival['messages'])} messages, best of {rival['runs']}"
+        if "messages" in rival
+        else "100k export"
+    )
     note = rival.get("skipped", "")
     cpu = rival.get("best_cpu_s") or {}
     rss = rival.get("best_peak_rss_mib") or {}
