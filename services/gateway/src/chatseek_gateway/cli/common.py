@@ -298,6 +298,6 @@ def run_operation(
 
     See ``chatseek_gateway.cli.progress.run_operation`` (imported here only when used).
     """
-    from chatseek_gateway.cli import progress
+    from chatseek_gateway.cli.progress import run_operation as _run_operation
 
-    return progress.run_operation(events, as_json=as_json, console=console, stream=stream)
+    return _run_operation(events, as_json=as_json, console=console, stream=stream)
