@@ -14,7 +14,7 @@ from chatseek.embed.v1 import embed_service_pb2_grpc
 from chatseek_core.aio import to_thread
 from chatseek_core.errors import ChatseekError, InvalidArgument, ModelUnavailable
 from chatseek_embed import registry
-from chatseek_embed.backends import Embedder, IdentityLike, check_query, check_texts
+from chatseek_embed.contract import Embedder, IdentityLike, check_query, check_texts
 from chatseek_embed.deps import Deps
 
 __all__ = ["EmbedServicer"]

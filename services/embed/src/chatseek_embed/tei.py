@@ -26,7 +26,7 @@ from text_embeddings_inference_client.api.text_embeddings_inference import embed
 from text_embeddings_inference_client.models import EmbedRequest
 
 from chatseek_core.errors import ConfirmationRequired, InvalidArgument, ModelUnavailable
-from chatseek_embed.backends import (
+from chatseek_embed.contract import (
     ModelIdentity,
     Role,
     check_query,
