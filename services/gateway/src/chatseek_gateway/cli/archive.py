@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from chatseek_gateway.cli.common import call, emit, gateway, operation, run_operation
+from chatseek_gateway.cli.common import Subparsers, call, emit, gateway, operation, run_operation
 
 __all__ = ["register"]
 
@@ -35,7 +35,7 @@ WARNINGS_SHOWN = 20
 YES_ANSWERS = frozenset({"y", "yes"})
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Add the archive commands to the top-level parser."""
     p = sub.add_parser("import", help="import a Telegram Desktop JSON export (folder or file)")
     p.add_argument("path", type=Path, help="the export folder, or its result.json/messages.json")
@@ -80,7 +80,7 @@ def _positive(text: str) -> int:
     return int(text)
 
 
-def _register_telegram(sub: Any) -> None:
+def _register_telegram(sub: Subparsers) -> None:
     p = sub.add_parser("auth", help="sign in to Telegram (phone, login code, 2FA password)")
     p.add_argument("--account", default="", help="account to sign in (default: active)")
     p.add_argument("--phone", help="phone number in international format (else prompted)")

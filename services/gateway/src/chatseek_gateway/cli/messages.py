@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from chatseek_gateway.cli.common import SOURCE_HELP, at_least_one, call, emit, gateway
+from chatseek_gateway.cli.common import SOURCE_HELP, Subparsers, at_least_one, call, emit, gateway
 
 if TYPE_CHECKING:
     from chatseek_core.errors import ChatseekError
@@ -24,7 +24,7 @@ def _search_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timezone", default="", help="IANA timezone for calendar days")
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Add ``messages`` to the top-level parser."""
     from chatseek_gateway.cli.conversations import register_message_links
 
