@@ -27,7 +27,7 @@ Ctx = grpc.aio.ServicerContext
 PENDING_LISTED = 20
 
 
-def _operation_event(kind: str, value: object, stage: str) -> Any:
+def _operation_event(kind: str, value: object, stage: str) -> common_pb2.OperationEvent:
     """An ``OperationEvent`` for one item of ``stream_progress``."""
     if kind == "result":
         assert isinstance(value, dict)
