@@ -289,7 +289,7 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
     async def Reindex(
         self, request: pb.ReindexRequest, context: Ctx[pb.ReindexRequest, pb.ReindexResponse]
     ) -> AsyncIterator[pb.ReindexResponse]:
-        def run(on_progress: Any) -> dict[str, Any]:
+        def run(on_progress: Callable[[object], None]) -> dict[str, Any]:
             on_progress(("reindex", 0, "dropping the word indexes"))
             counts = indexer.rebuild(self._conn())
             return {"messages": counts.messages, "units": counts.units, "chunks": counts.chunks}
