@@ -59,6 +59,15 @@ PROBE_TEXT = "chatseek dimension probe"
 LOOPBACK_NAMES = ("localhost",)
 
 
+class _HttpAnswer(Protocol):
+    """What ``refuse_or_fail`` reads of an answer: an ``httpx.Response`` or the TEI client's."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def content(self) -> bytes: ...
+
+
 class _HasStatus(Protocol):
     @property
     def status_code(self) -> int: ...
@@ -158,7 +167,7 @@ class _TeiConnection:
             metadata={"host": self.host, "op": op, "attempts": str(attempts), "error": failure},
         )
 
-    def refuse_or_fail(self, op: str, response: Any) -> Exception:
+    def refuse_or_fail(self, op: str, response: _HttpAnswer) -> Exception:
         """The error for a non-200 answer that was not retried."""
         status = int(response.status_code)
         detail = _error_detail(response.content)
