@@ -11,15 +11,13 @@ from transformers import BertConfig, BertForSequenceClassification, BertTokenize
 from chatseek_core import fakes
 from chatseek_core.errors import ChatseekError, InvalidArgument
 from chatseek_core.fakes import FakeEmbedder, FakeReranker
-from chatseek_embed.backends import (
+from chatseek_embed.backends import make_backends, make_embedder, make_reranker
+from chatseek_embed.contract import (
     MAX_TEXTS,
     ModelIdentity,
     check_query,
     check_role,
     check_texts,
-    make_backends,
-    make_embedder,
-    make_reranker,
     unit_rows,
 )
 from chatseek_embed.local import load_local_embedder, load_local_reranker

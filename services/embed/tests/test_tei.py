@@ -19,7 +19,8 @@ from chatseek_core.errors import (
     ModelUnavailable,
 )
 from chatseek_core.fakes import FakeEmbedder, FakeReranker
-from chatseek_embed.backends import MAX_TEXTS, make_backends
+from chatseek_embed.backends import make_backends
+from chatseek_embed.contract import MAX_TEXTS
 from chatseek_embed.tei import TeiEmbedder, TeiReranker, is_remote_url
 
 SERVER_BATCH = 4

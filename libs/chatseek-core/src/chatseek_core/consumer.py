@@ -48,7 +48,7 @@ class FeedLoop:
         step: Callable[[], int],
         *,
         poll_interval_s: float,
-        after_work: Callable[[], Any] | None = None,
+        after_work: Callable[[], object] | None = None,
     ) -> None:
         self.name = name
         self._step = step

@@ -51,7 +51,7 @@ class FakeModelIdentity:
     kind: str
 
 
-# --- validation (mirrors chatseek_embed.backends) ---
+# --- validation (mirrors chatseek_embed.contract) ---
 
 
 def _check_role(role: object) -> None:

@@ -63,7 +63,7 @@ def operation_progress(
     count: int = 0,
     wait_s: float = 0.0,
     account: str = "",
-) -> Any:
+) -> common_pb2.OperationEvent:
     """An ``OperationEvent`` carrying progress (see ``common.v1.Progress`` for the fields)."""
     return common_pb2.OperationEvent(
         progress=common_pb2.Progress(
@@ -80,6 +80,6 @@ def operation_progress(
     )
 
 
-def operation_result(body: Mapping[str, Any]) -> Any:
+def operation_result(body: Mapping[str, Any]) -> common_pb2.OperationEvent:
     """An ``OperationEvent`` carrying the final report."""
     return common_pb2.OperationEvent(result=document(body))

@@ -23,7 +23,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from chatseek_core.db import Connection
 
 __all__ = ["FAULT_KILL_ENV", "SITE_DIR", "KillPoint", "armed_env", "install", "kill_point"]
 
@@ -80,7 +83,7 @@ class _Killer:
         self._commits = 0
         self._armed = threading.local()
 
-    def __call__(self, conn: Any, phase: str) -> None:
+    def __call__(self, conn: Connection, phase: str) -> None:
         point = self._point
         if phase == "after":
             due, self._armed.due = getattr(self._armed, "due", False), False
@@ -107,7 +110,7 @@ class _Killer:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _owner_of(conn: Any) -> str:
+def _owner_of(conn: Connection) -> str:
     for row in conn.execute("PRAGMA database_list"):
         if row[1] == "main":
             return Path(row[2]).stem if row[2] else ""

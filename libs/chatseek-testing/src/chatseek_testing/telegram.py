@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from telethon import errors, utils
 from telethon._updates import EntityCache
@@ -51,6 +51,11 @@ PAGE_LIMIT = 100
 """The most messages Telegram returns for one ``getHistory`` / ``getReplies`` request."""
 SESSION_PREFIX = "fake-session:"
 
+Entity: TypeAlias = "types.User | types.Chat | types.Channel"
+"""A chat's or a sender's Telethon entity (what ``add_user`` and its siblings return)."""
+ChatRef: TypeAlias = "Entity | int"
+"""A chat as the world-building methods take it: its entity or its marked id."""
+
 
 def ingest_db(path: Path) -> db.Connection:
     """A real, migrated ``ingest.db`` at ``path`` (the file and its folder are created)."""
@@ -66,9 +71,9 @@ def access_hash_of(bare_id: int) -> int:
 
 @dataclass
 class _Chat:
-    entity: Any
+    entity: Entity
     messages: dict[int, tuple[type[Any], dict[str, Any]]] = field(default_factory=dict)
-    forbidden: type[Any] | None = None
+    forbidden: type[errors.RPCError] | None = None
     in_dialogs: bool = True
     archived: bool = False
     linked: int | None = None
@@ -161,7 +166,7 @@ class FakeTelegram:
         self.on_request: Callable[[str], None] | None = None
         self.files: dict[tuple[int, int], bytes] = {}
         self._chats: dict[int, _Chat] = {}
-        self._folders: dict[int, Any] = {}
+        self._folders: dict[int, types.DialogFilter] = {}
         self._seen: set[int] = set()
         self._injected: list[_Injected] = []
         self._global_ids = itertools.count(1)
@@ -186,7 +191,7 @@ class FakeTelegram:
 
     # --- building the world ---
 
-    def _add(self, entity: Any, *, dialog: bool = True) -> _Chat:
+    def _add(self, entity: Entity, *, dialog: bool = True) -> _Chat:
         chat = _Chat(entity=entity, in_dialogs=dialog)
         self._chats[utils.get_peer_id(entity)] = chat
         return chat
@@ -201,7 +206,7 @@ class FakeTelegram:
         bot: bool = False,
         contact: bool = False,
         dialog: bool = True,
-    ) -> Any:
+    ) -> types.User:
         """Create a user (and a private chat with them unless ``dialog`` is False)."""
         user = types.User(
             id=user_id,
@@ -215,7 +220,7 @@ class FakeTelegram:
         self._add(user, dialog=dialog)
         return user
 
-    def add_group(self, chat_id: int, title: str, *, dialog: bool = True) -> Any:
+    def add_group(self, chat_id: int, title: str, *, dialog: bool = True) -> types.Chat:
         """Create a legacy group the account is a member of."""
         group = types.Chat(
             id=chat_id,
@@ -237,7 +242,7 @@ class FakeTelegram:
         megagroup: bool = False,
         forum: bool = False,
         dialog: bool = True,
-    ) -> Any:
+    ) -> types.Channel:
         """Create a broadcast channel, or a supergroup (``megagroup``), or a forum."""
         channel = types.Channel(
             id=channel_id,
@@ -257,15 +262,15 @@ class FakeTelegram:
         self,
         folder_id: int,
         title: str,
-        chats: Iterable[Any] = (),
+        chats: Iterable[Entity] = (),
         *,
-        exclude: Iterable[Any] = (),
+        exclude: Iterable[Entity] = (),
         groups: bool = False,
         broadcasts: bool = False,
         contacts: bool = False,
         non_contacts: bool = False,
         bots: bool = False,
-    ) -> Any:
+    ) -> types.DialogFilter:
         """Create (or replace) a chat folder listing ``chats`` and/or chats matching flags."""
         folder = types.DialogFilter(
             id=folder_id,
@@ -286,11 +291,11 @@ class FakeTelegram:
         """Delete a chat folder."""
         del self._folders[folder_id]
 
-    def entity(self, chat_id: int) -> Any:
+    def entity(self, chat_id: int) -> Entity:
         """The current entity of the chat with marked id ``chat_id``."""
         return self._chats[chat_id].entity
 
-    def _chat_of(self, chat: Any) -> _Chat:
+    def _chat_of(self, chat: _Chat | ChatRef) -> _Chat:
         if isinstance(chat, _Chat):
             return chat
         key = chat if isinstance(chat, int) else utils.get_peer_id(chat)
@@ -308,7 +313,7 @@ class FakeTelegram:
 
     def send(
         self,
-        chat: Any,
+        chat: ChatRef,
         text: str = "",
         *,
         sender: Any = None,
@@ -362,7 +367,7 @@ class FakeTelegram:
 
     def album(
         self,
-        chat: Any,
+        chat: ChatRef,
         count: int,
         caption: str = "",
         *,
@@ -393,7 +398,7 @@ class FakeTelegram:
 
     def service(
         self,
-        chat: Any,
+        chat: ChatRef,
         action: Any,
         *,
         sender: Any = None,
@@ -432,24 +437,24 @@ class FakeTelegram:
             "from_id": from_id,
         }
 
-    def topic(self, forum: Any, title: str) -> int:
+    def topic(self, forum: ChatRef, title: str) -> int:
         """Create a forum topic in ``forum``; returns its id (the creating message's id)."""
         created = self.service(
             forum, types.MessageActionTopicCreate(title=title, icon_color=0x6FB9F0)
         )
         return int(created.id)
 
-    def edit(self, chat: Any, msg_id: int, text: str) -> None:
+    def edit(self, chat: ChatRef, msg_id: int, text: str) -> None:
         """Edit a message's text (it gets a new ``edit_date``)."""
         kwargs = self._chat_of(chat).messages[msg_id][1]
         kwargs["message"] = text
         kwargs["edit_date"] = self._next_date()
 
-    def react(self, chat: Any, msg_id: int, counts: dict[str, int]) -> None:
+    def react(self, chat: ChatRef, msg_id: int, counts: dict[str, int]) -> None:
         """Replace a message's reactions with ``counts`` (emoji to count)."""
         self._chat_of(chat).messages[msg_id][1]["reactions"] = _reactions(counts)
 
-    def delete(self, chat: Any, *msg_ids: int) -> None:
+    def delete(self, chat: ChatRef, *msg_ids: int) -> None:
         """Delete messages for everyone (a deleted comment lowers its post's reply count)."""
         target = self._chat_of(chat)
         for msg_id in msg_ids:
@@ -461,19 +466,21 @@ class FakeTelegram:
                 if post_id in source.messages and "replies" in source.messages[post_id][1]:
                     self._count_replies(source, post_id, target, copy_id)
 
-    def forbid(self, chat: Any, error: type[Any] = errors.ChannelPrivateError) -> None:
+    def forbid(
+        self, chat: ChatRef, error: type[errors.RPCError] = errors.ChannelPrivateError
+    ) -> None:
         """Make Telegram refuse ``chat`` with ``error`` (kicked, left, went private)."""
         target = self._chat_of(chat)
         target.forbidden = error
         target.in_dialogs = False
 
-    def allow(self, chat: Any) -> None:
+    def allow(self, chat: ChatRef) -> None:
         """Undo ``forbid``."""
         target = self._chat_of(chat)
         target.forbidden = None
         target.in_dialogs = True
 
-    def migrate(self, group: Any, channel_id: int) -> Any:
+    def migrate(self, group: ChatRef, channel_id: int) -> types.Channel:
         """Upgrade a legacy group to a supergroup; returns the new supergroup entity."""
         old = self._chat_of(group)
         title = old.entity.title
@@ -494,13 +501,13 @@ class FakeTelegram:
         )
         return channel
 
-    def link_discussion(self, channel: Any, group: Any) -> None:
+    def link_discussion(self, channel: ChatRef, group: ChatRef) -> None:
         """Make ``group`` (a supergroup) the discussion group of broadcast ``channel``."""
         self._chat_of(channel).linked = utils.get_peer_id(group)
 
     def comment(
         self,
-        channel: Any,
+        channel: ChatRef,
         post_id: int,
         text: str,
         *,
@@ -553,7 +560,7 @@ class FakeTelegram:
             max_id=max(thread) if thread else None,
         )
 
-    def set_file(self, chat: Any, msg_id: int, data: bytes) -> None:
+    def set_file(self, chat: ChatRef, msg_id: int, data: bytes) -> None:
         """The bytes ``download_media`` returns for the media of that message."""
         self.files[(utils.get_peer_id(chat) if not isinstance(chat, int) else chat, msg_id)] = data
 
@@ -619,7 +626,7 @@ class FakeTelegram:
         self._seen = {self.me.id}
         self.session.takeout_id = None
 
-    def stored_ids(self, chat: Any) -> list[int]:
+    def stored_ids(self, chat: ChatRef) -> list[int]:
         """The ids of the messages ``chat`` holds, ascending."""
         return sorted(self._chat_of(chat).messages)
 

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from chatseek_embed.backends import ModelIdentity, Role, check_role, check_texts, unit_rows
+from chatseek_embed.contract import ModelIdentity, Role, check_role, check_texts, unit_rows
 from chatseek_embed.e5q4 import BLOCK, E5Header, E5Image, E5Tokenizer, dequantise, read_image
 from chatseek_embed.registry import BUNDLED_E5, BUNDLED_E5_FILE, bundled_e5_path, bundled_revision
 from chatseek_embed.runtime import (
@@ -234,7 +234,7 @@ class BundledEmbedder:
             float32 ``(len(texts), 384)``, unit rows, in input order.
 
         Raises:
-            InvalidArgument: see ``backends.check_texts`` / ``check_role``.
+            InvalidArgument: see ``contract.check_texts`` / ``check_role``.
             ModelUnavailable: the model produced non-finite values.
         """
         prefix = self.prompts[check_role(role)]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from chatseek_core.errors import ChatseekError
 from chatseek_core.settings import Settings
-from chatseek_embed.backends import Embedder, Reranker
+from chatseek_embed.contract import Embedder, Reranker
 
 __all__ = ["Deps"]
 

@@ -25,7 +25,7 @@ import torch
 from sentence_transformers import CrossEncoder, SentenceTransformer
 
 from chatseek_core.errors import InvalidArgument, ModelUnavailable
-from chatseek_embed.backends import (
+from chatseek_embed.contract import (
     ModelIdentity,
     Role,
     check_query,
@@ -250,7 +250,7 @@ class LocalEmbedder:
             float32 ``(len(texts), dim)``, rows of unit length, in input order.
 
         Raises:
-            InvalidArgument: see ``backends.check_texts`` / ``check_role``.
+            InvalidArgument: see ``contract.check_texts`` / ``check_role``.
             ModelUnavailable: the model produced non-finite values.
         """
         prefix = self.prompts[check_role(role)]
@@ -407,7 +407,7 @@ class LocalReranker:
         """One score per text, in input order; higher means more relevant.
 
         Raises:
-            InvalidArgument: see ``backends.check_query`` / ``check_texts``.
+            InvalidArgument: see ``contract.check_query`` / ``check_texts``.
             ModelUnavailable: the model produced non-finite scores.
         """
         question = check_query(query)

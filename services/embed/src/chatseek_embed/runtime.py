@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from chatseek_core.errors import FailedPrecondition, InvalidArgument, ModelUnavailable
-from chatseek_embed.backends import IdentityLike, unit_rows
+from chatseek_embed.contract import IdentityLike, unit_rows
 
 __all__ = [
     "BF16_MIN_COSINE",

@@ -20,7 +20,8 @@ from chatseek_core.errors import ChatseekError, InvalidArgument
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
-from chatseek_embed.backends import Embedder, Reranker, make_embedder, make_reranker
+from chatseek_embed.backends import make_embedder, make_reranker
+from chatseek_embed.contract import Embedder, Reranker
 from chatseek_embed.deps import Deps
 from chatseek_embed.registry import packaged_minilm_path
 from chatseek_embed.service import EmbedServicer

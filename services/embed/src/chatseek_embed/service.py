@@ -14,12 +14,12 @@ from chatseek.embed.v1 import embed_service_pb2_grpc
 from chatseek_core.aio import to_thread
 from chatseek_core.errors import ChatseekError, InvalidArgument, ModelUnavailable
 from chatseek_embed import registry
-from chatseek_embed.backends import Embedder, IdentityLike, check_query, check_texts
+from chatseek_embed.contract import Embedder, IdentityLike, check_query, check_texts
 from chatseek_embed.deps import Deps
 
 __all__ = ["EmbedServicer"]
 
-Ctx = grpc.aio.ServicerContext[Any, Any]
+Ctx = grpc.aio.ServicerContext
 # One inference at a time per process: the model is not re-entrant and the CPU is the limit.
 MAX_PARALLEL_INFERENCE = 1
 ROLES = {pb.ROLE_QUERY: "query", pb.ROLE_PASSAGE: "passage"}
@@ -72,7 +72,9 @@ class EmbedServicer(embed_service_pb2_grpc.EmbedServiceServicer):
             candidates=cause.candidates,
         )
 
-    async def Embed(self, request: pb.EmbedRequest, context: Ctx) -> pb.EmbedResponse:
+    async def Embed(
+        self, request: pb.EmbedRequest, context: Ctx[pb.EmbedRequest, pb.EmbedResponse]
+    ) -> pb.EmbedResponse:
         embedder = self._embedder()
         role = ROLES.get(request.role)
         if role is None:
@@ -89,7 +91,9 @@ class EmbedServicer(embed_service_pb2_grpc.EmbedServiceServicer):
             dim=int(matrix.shape[1]) if matrix.ndim == 2 else 0,
         )
 
-    async def Rerank(self, request: pb.RerankRequest, context: Ctx) -> pb.RerankResponse:
+    async def Rerank(
+        self, request: pb.RerankRequest, context: Ctx[pb.RerankRequest, pb.RerankResponse]
+    ) -> pb.RerankResponse:
         reranker = self._deps.reranker
         if reranker is None:
             configured = bool(self._deps.reranker_error)
@@ -105,7 +109,9 @@ class EmbedServicer(embed_service_pb2_grpc.EmbedServiceServicer):
         return pb.RerankResponse(model=self._identity(reranker.identity), scores=scores)
 
     async def ListModels(
-        self, request: pb.ListModelsRequest, context: Ctx
+        self,
+        request: pb.ListModelsRequest,
+        context: Ctx[pb.ListModelsRequest, pb.ListModelsResponse],
     ) -> pb.ListModelsResponse:
         response = pb.ListModelsResponse(
             embedder=self._identity(self._embedder().identity),
@@ -116,7 +122,9 @@ class EmbedServicer(embed_service_pb2_grpc.EmbedServiceServicer):
         return response
 
     async def KnownModels(
-        self, request: pb.KnownModelsRequest, context: Ctx
+        self,
+        request: pb.KnownModelsRequest,
+        context: Ctx[pb.KnownModelsRequest, pb.KnownModelsResponse],
     ) -> pb.KnownModelsResponse:
         def read() -> dict[str, Any]:
             defaults = {self._deps.settings.embed_model, self._deps.settings.rerank_model}
@@ -146,7 +154,9 @@ class EmbedServicer(embed_service_pb2_grpc.EmbedServiceServicer):
         return pb.KnownModelsResponse(result=_struct(await to_thread(read)))
 
     async def DownloadModel(
-        self, request: pb.DownloadModelRequest, context: Ctx
+        self,
+        request: pb.DownloadModelRequest,
+        context: Ctx[pb.DownloadModelRequest, pb.DownloadModelResponse],
     ) -> pb.DownloadModelResponse:
         if not request.name:
             raise InvalidArgument("name a model to download", metadata={"field": "name"})
@@ -154,7 +164,9 @@ class EmbedServicer(embed_service_pb2_grpc.EmbedServiceServicer):
         return pb.DownloadModelResponse(result=_struct(_report(report)))
 
     async def VerifyModels(
-        self, request: pb.VerifyModelsRequest, context: Ctx
+        self,
+        request: pb.VerifyModelsRequest,
+        context: Ctx[pb.VerifyModelsRequest, pb.VerifyModelsResponse],
     ) -> pb.VerifyModelsResponse:
         def run() -> dict[str, Any]:
             names = list(request.names)

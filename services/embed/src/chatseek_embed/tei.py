@@ -26,7 +26,7 @@ from text_embeddings_inference_client.api.text_embeddings_inference import embed
 from text_embeddings_inference_client.models import EmbedRequest
 
 from chatseek_core.errors import ConfirmationRequired, InvalidArgument, ModelUnavailable
-from chatseek_embed.backends import (
+from chatseek_embed.contract import (
     ModelIdentity,
     Role,
     check_query,
@@ -57,6 +57,15 @@ REFUSED_STATUSES = (413, 422)
 DEFAULT_CLIENT_BATCH = 32
 PROBE_TEXT = "chatseek dimension probe"
 LOOPBACK_NAMES = ("localhost",)
+
+
+class _HttpAnswer(Protocol):
+    """What ``refuse_or_fail`` reads of an answer: an ``httpx.Response`` or the TEI client's."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def content(self) -> bytes: ...
 
 
 class _HasStatus(Protocol):
@@ -158,7 +167,7 @@ class _TeiConnection:
             metadata={"host": self.host, "op": op, "attempts": str(attempts), "error": failure},
         )
 
-    def refuse_or_fail(self, op: str, response: Any) -> Exception:
+    def refuse_or_fail(self, op: str, response: _HttpAnswer) -> Exception:
         """The error for a non-200 answer that was not retried."""
         status = int(response.status_code)
         detail = _error_detail(response.content)

@@ -6,8 +6,6 @@ here (``wire_json.from_json``, which refuses a key its message lacks), never a `
 
 from __future__ import annotations
 
-from typing import Any
-
 import grpc
 
 from chatseek.common.v1 import common_pb2
@@ -22,7 +20,7 @@ from chatseek_fusion.scope import resolve_one, resolve_scope
 
 __all__ = ["FusionServicer"]
 
-Ctx = grpc.aio.ServicerContext[Any, Any]
+Ctx = grpc.aio.ServicerContext
 
 
 class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
@@ -31,7 +29,9 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
 
-    async def Search(self, request: pb.SearchRequest, context: Ctx) -> pb.SearchResponse:
+    async def Search(
+        self, request: pb.SearchRequest, context: Ctx[pb.SearchRequest, pb.SearchResponse]
+    ) -> pb.SearchResponse:
         deps = self._deps
         flt, coverage = await resolve_scope(
             deps.ingest,
@@ -56,7 +56,9 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
         return pb.SearchResponse(result=from_json(result, common_pb2.SearchResult()))
 
     async def SearchConversations(
-        self, request: pb.SearchConversationsRequest, context: Ctx
+        self,
+        request: pb.SearchConversationsRequest,
+        context: Ctx[pb.SearchConversationsRequest, pb.SearchConversationsResponse],
     ) -> pb.SearchConversationsResponse:
         deps = self._deps
         flt, coverage = await resolve_scope(
@@ -83,7 +85,9 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
             result=from_json(result, common_pb2.ConversationsResult())
         )
 
-    async def Thread(self, request: pb.ThreadRequest, context: Ctx) -> pb.ThreadResponse:
+    async def Thread(
+        self, request: pb.ThreadRequest, context: Ctx[pb.ThreadRequest, pb.ThreadResponse]
+    ) -> pb.ThreadResponse:
         account, chat_id = await resolve_one(
             self._deps.ingest, request.chat, request.account or self._deps.settings.account
         )
@@ -92,7 +96,9 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
         )
         return pb.ThreadResponse(result=from_json(doc, common_pb2.ThreadResult()))
 
-    async def Context(self, request: pb.ContextRequest, context: Ctx) -> pb.ContextResponse:
+    async def Context(
+        self, request: pb.ContextRequest, context: Ctx[pb.ContextRequest, pb.ContextResponse]
+    ) -> pb.ContextResponse:
         account, chat_id = await resolve_one(
             self._deps.ingest, request.chat, request.account or self._deps.settings.account
         )
@@ -105,7 +111,9 @@ class FusionServicer(fusion_service_pb2_grpc.FusionServiceServicer):
         )
         return pb.ContextResponse(result=from_json(doc, common_pb2.ContextResult()))
 
-    async def Evidence(self, request: pb.EvidenceRequest, context: Ctx) -> pb.EvidenceResponse:
+    async def Evidence(
+        self, request: pb.EvidenceRequest, context: Ctx[pb.EvidenceRequest, pb.EvidenceResponse]
+    ) -> pb.EvidenceResponse:
         doc = await to_thread(
             lambda: readers.evidence(
                 self._deps.pool.get(), list(request.locators), request.max_chars

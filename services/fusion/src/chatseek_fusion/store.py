@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from chatseek_core.db import Connection
 
@@ -29,6 +29,8 @@ __all__ = [
     "load_units",
     "post_units",
 ]
+
+T = TypeVar("T")
 
 _CHUNK = 400
 # Telegram copies a channel post into the linked discussion group within seconds.
@@ -113,7 +115,7 @@ class ChannelCopy:
     post_msg_id: int
 
 
-def _chunks(seq: Sequence[Any]) -> Iterable[Sequence[Any]]:
+def _chunks(seq: Sequence[T]) -> Iterable[Sequence[T]]:
     for start in range(0, len(seq), _CHUNK):
         yield seq[start : start + _CHUNK]
 

@@ -33,7 +33,7 @@ from chatseek_lexical.schema import OWNER
 
 __all__ = ["LexicalServicer"]
 
-Ctx = grpc.aio.ServicerContext[Any, Any]
+Ctx = grpc.aio.ServicerContext
 MAX_LIST_LIMIT = 1000
 DEFAULT_LIST_LIMIT = 40
 DEFAULT_SEARCH_LIMIT = 20
@@ -81,11 +81,15 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
             )
         return self._deps.pool.get()
 
-    async def Notify(self, request: pb.NotifyRequest, context: Ctx) -> pb.NotifyResponse:
+    async def Notify(
+        self, request: pb.NotifyRequest, context: Ctx[pb.NotifyRequest, pb.NotifyResponse]
+    ) -> pb.NotifyResponse:
         self._deps.loop.nudge()
         return pb.NotifyResponse()
 
-    async def UnitList(self, request: pb.UnitListRequest, context: Ctx) -> pb.UnitListResponse:
+    async def UnitList(
+        self, request: pb.UnitListRequest, context: Ctx[pb.UnitListRequest, pb.UnitListResponse]
+    ) -> pb.UnitListResponse:
         limit = _limit(request.limit)
 
         def run() -> pb.UnitListResponse:
@@ -105,7 +109,9 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
         return await to_thread(run)
 
     async def MessageList(
-        self, request: pb.MessageListRequest, context: Ctx
+        self,
+        request: pb.MessageListRequest,
+        context: Ctx[pb.MessageListRequest, pb.MessageListResponse],
     ) -> pb.MessageListResponse:
         limit = _limit(request.limit)
 
@@ -125,7 +131,9 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
 
         return await to_thread(run)
 
-    async def ChunkList(self, request: pb.ChunkListRequest, context: Ctx) -> pb.ChunkListResponse:
+    async def ChunkList(
+        self, request: pb.ChunkListRequest, context: Ctx[pb.ChunkListRequest, pb.ChunkListResponse]
+    ) -> pb.ChunkListResponse:
         limit = _limit(request.limit)
 
         def run() -> pb.ChunkListResponse:
@@ -231,7 +239,9 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
         )
 
     async def SearchMessages(
-        self, request: pb.SearchMessagesRequest, context: Ctx
+        self,
+        request: pb.SearchMessagesRequest,
+        context: Ctx[pb.SearchMessagesRequest, pb.SearchMessagesResponse],
     ) -> pb.SearchMessagesResponse:
         def answer(conn: db.Connection, words_ready: bool) -> dict[str, Any]:
             return search(conn, self._search_request(request, conn, words_ready)).to_json()
@@ -240,7 +250,9 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
         return pb.SearchMessagesResponse(result=from_json(envelope, common_pb2.MessagesResult()))
 
     async def ParseQuery(
-        self, request: pb.ParseQueryRequest, context: Ctx
+        self,
+        request: pb.ParseQueryRequest,
+        context: Ctx[pb.ParseQueryRequest, pb.ParseQueryResponse],
     ) -> pb.ParseQueryResponse:
         if bool(request.query) == bool(request.tree_json):
             raise InvalidArgument(
@@ -259,7 +271,9 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
         return pb.ParseQueryResponse(tree=document(tree_to_json(tree)))
 
     async def MessageStats(
-        self, request: pb.MessageStatsRequest, context: Ctx
+        self,
+        request: pb.MessageStatsRequest,
+        context: Ctx[pb.MessageStatsRequest, pb.MessageStatsResponse],
     ) -> pb.MessageStatsResponse:
         def answer(conn: db.Connection, words_ready: bool) -> dict[str, Any]:
             counted = stats(
@@ -273,9 +287,9 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
         return pb.MessageStatsResponse(result=document(await self._as_of_arrival(answer)))
 
     async def Reindex(
-        self, request: pb.ReindexRequest, context: Ctx
+        self, request: pb.ReindexRequest, context: Ctx[pb.ReindexRequest, pb.ReindexResponse]
     ) -> AsyncIterator[pb.ReindexResponse]:
-        def run(on_progress: Any) -> dict[str, Any]:
+        def run(on_progress: Callable[[object], None]) -> dict[str, Any]:
             on_progress(("reindex", 0, "dropping the word indexes"))
             counts = indexer.rebuild(self._conn())
             return {"messages": counts.messages, "units": counts.units, "chunks": counts.chunks}
@@ -287,7 +301,9 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
             else:
                 yield pb.ReindexResponse(event=operation_result(value))  # type: ignore[arg-type]
 
-    async def GetStatus(self, request: pb.GetStatusRequest, context: Ctx) -> pb.GetStatusResponse:
+    async def GetStatus(
+        self, request: pb.GetStatusRequest, context: Ctx[pb.GetStatusRequest, pb.GetStatusResponse]
+    ) -> pb.GetStatusResponse:
         def read() -> pb.GetStatusResponse:
             conn = self._deps.pool.get()
             version = db.schema_version(conn, OWNER)

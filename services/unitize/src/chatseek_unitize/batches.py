@@ -277,7 +277,7 @@ def _parse(answer_json: str) -> list[Any]:
     return answers
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -23,11 +23,11 @@ from chatseek_unitize.schema import OWNER
 
 __all__ = ["UnitizeServicer"]
 
-Ctx = grpc.aio.ServicerContext[Any, Any]
+Ctx = grpc.aio.ServicerContext
 PENDING_LISTED = 20
 
 
-def _operation_event(kind: str, value: object, stage: str) -> Any:
+def _operation_event(kind: str, value: object, stage: str) -> common_pb2.OperationEvent:
     """An ``OperationEvent`` for one item of ``stream_progress``."""
     if kind == "result":
         assert isinstance(value, dict)
@@ -51,13 +51,15 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
     def _conn(self) -> db.Connection:
         return self._deps.pool.get()
 
-    async def Notify(self, request: pb.NotifyRequest, context: Ctx) -> pb.NotifyResponse:
+    async def Notify(
+        self, request: pb.NotifyRequest, context: Ctx[pb.NotifyRequest, pb.NotifyResponse]
+    ) -> pb.NotifyResponse:
         if self._deps.loop is not None:
             self._deps.loop.nudge()
         return pb.NotifyResponse()
 
     async def Recut(
-        self, request: pb.RecutRequest, context: Ctx
+        self, request: pb.RecutRequest, context: Ctx[pb.RecutRequest, pb.RecutResponse]
     ) -> AsyncIterator[pb.RecutResponse]:
         account = request.account or (self._deps.settings.account if request.chat_ids else "")
         chat_ids = list(request.chat_ids)
@@ -79,7 +81,9 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
             yield pb.RecutResponse(event=_operation_event(kind, value, "recut"))
 
     async def BuildConversations(
-        self, request: pb.BuildConversationsRequest, context: Ctx
+        self,
+        request: pb.BuildConversationsRequest,
+        context: Ctx[pb.BuildConversationsRequest, pb.BuildConversationsResponse],
     ) -> AsyncIterator[pb.BuildConversationsResponse]:
         if not request.chat_ids and not request.all:
             raise InvalidArgument(
@@ -106,7 +110,9 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
             yield pb.BuildConversationsResponse(event=_operation_event(kind, value, "build"))
 
     async def ListConversations(
-        self, request: pb.ListConversationsRequest, context: Ctx
+        self,
+        request: pb.ListConversationsRequest,
+        context: Ctx[pb.ListConversationsRequest, pb.ListConversationsResponse],
     ) -> pb.ListConversationsResponse:
         account = self._account(request.account)
         doc = await to_thread(
@@ -117,7 +123,9 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
         return pb.ListConversationsResponse(result=from_json(doc, common_pb2.ConversationList()))
 
     async def ShowConversation(
-        self, request: pb.ShowConversationRequest, context: Ctx
+        self,
+        request: pb.ShowConversationRequest,
+        context: Ctx[pb.ShowConversationRequest, pb.ShowConversationResponse],
     ) -> pb.ShowConversationResponse:
         account = self._account(request.account)
         doc = await to_thread(
@@ -128,7 +136,9 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
         return pb.ShowConversationResponse(result=from_json(doc, common_pb2.ConversationView()))
 
     async def MessageLinks(
-        self, request: pb.MessageLinksRequest, context: Ctx
+        self,
+        request: pb.MessageLinksRequest,
+        context: Ctx[pb.MessageLinksRequest, pb.MessageLinksResponse],
     ) -> pb.MessageLinksResponse:
         account = self._account(request.account)
         doc = await to_thread(
@@ -136,7 +146,9 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
         )
         return pb.MessageLinksResponse(result=from_json(doc, common_pb2.MessageLinksResult()))
 
-    async def ChatLinks(self, request: pb.ChatLinksRequest, context: Ctx) -> pb.ChatLinksResponse:
+    async def ChatLinks(
+        self, request: pb.ChatLinksRequest, context: Ctx[pb.ChatLinksRequest, pb.ChatLinksResponse]
+    ) -> pb.ChatLinksResponse:
         account = self._account(request.account)
         parents = await to_thread(
             lambda: readers.chat_links(self._conn(), account, request.chat_id)
@@ -147,14 +159,18 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
         )
 
     async def LinkBatchStatus(
-        self, request: pb.LinkBatchStatusRequest, context: Ctx
+        self,
+        request: pb.LinkBatchStatusRequest,
+        context: Ctx[pb.LinkBatchStatusRequest, pb.LinkBatchStatusResponse],
     ) -> pb.LinkBatchStatusResponse:
         account = self._account(request.account)
         doc = await to_thread(lambda: batches.batch_status(self._conn(), account, request.chat_id))
         return pb.LinkBatchStatusResponse(result=document(doc))
 
     async def GetLinkBatch(
-        self, request: pb.GetLinkBatchRequest, context: Ctx
+        self,
+        request: pb.GetLinkBatchRequest,
+        context: Ctx[pb.GetLinkBatchRequest, pb.GetLinkBatchResponse],
     ) -> pb.GetLinkBatchResponse:
         account = self._account(request.account)
         size = request.size or batches.DEFAULT_BATCH_SIZE
@@ -164,7 +180,9 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
         return pb.GetLinkBatchResponse(result=document(doc))
 
     async def AnswerLinkBatch(
-        self, request: pb.AnswerLinkBatchRequest, context: Ctx
+        self,
+        request: pb.AnswerLinkBatchRequest,
+        context: Ctx[pb.AnswerLinkBatchRequest, pb.AnswerLinkBatchResponse],
     ) -> pb.AnswerLinkBatchResponse:
         account = self._account(request.account)
         doc = await to_thread(
@@ -174,7 +192,9 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
         )
         return pb.AnswerLinkBatchResponse(result=document(doc))
 
-    async def GetStatus(self, request: pb.GetStatusRequest, context: Ctx) -> pb.GetStatusResponse:
+    async def GetStatus(
+        self, request: pb.GetStatusRequest, context: Ctx[pb.GetStatusRequest, pb.GetStatusResponse]
+    ) -> pb.GetStatusResponse:
         def read() -> pb.GetStatusResponse:
             conn = self._conn()
             pending = units.recut_pending(conn)

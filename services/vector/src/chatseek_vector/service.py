@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["VectorServicer"]
 
-Ctx = grpc.aio.ServicerContext[Any, Any]
+Ctx = grpc.aio.ServicerContext
 DEFAULT_K = 40
 
 
@@ -36,12 +36,16 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
 
-    async def Notify(self, request: pb.NotifyRequest, context: Ctx) -> pb.NotifyResponse:
+    async def Notify(
+        self, request: pb.NotifyRequest, context: Ctx[pb.NotifyRequest, pb.NotifyResponse]
+    ) -> pb.NotifyResponse:
         self._deps.worker.nudge()
         return pb.NotifyResponse()
 
     async def IndexUnits(
-        self, request: pb.IndexUnitsRequest, context: Ctx
+        self,
+        request: pb.IndexUnitsRequest,
+        context: Ctx[pb.IndexUnitsRequest, pb.IndexUnitsResponse],
     ) -> AsyncIterator[pb.IndexUnitsResponse]:
         def work(on_progress: Callable[[object], None]) -> Awaitable[EmbedPass]:
             async def progress(done: int, total: int) -> None:
@@ -62,7 +66,9 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
                 report = cast("EmbedPass", value)
                 yield pb.IndexUnitsResponse(event=operation_result(report.to_dict()))
 
-    async def Knn(self, request: pb.KnnRequest, context: Ctx) -> pb.KnnResponse:
+    async def Knn(
+        self, request: pb.KnnRequest, context: Ctx[pb.KnnRequest, pb.KnnResponse]
+    ) -> pb.KnnResponse:
         if request.k < 0:
             raise InvalidArgument("k must be positive", metadata={"field": "k"})
         worker = self._deps.worker
@@ -111,7 +117,9 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
         return await to_thread(run)
 
     async def EmbedStatus(
-        self, request: pb.EmbedStatusRequest, context: Ctx
+        self,
+        request: pb.EmbedStatusRequest,
+        context: Ctx[pb.EmbedStatusRequest, pb.EmbedStatusResponse],
     ) -> pb.EmbedStatusResponse:
         def read() -> dict[str, Any]:
             conn = self._deps.pool.get()
@@ -121,7 +129,9 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
 
         return pb.EmbedStatusResponse(result=document(await to_thread(read)))
 
-    async def GetStatus(self, request: pb.GetStatusRequest, context: Ctx) -> pb.GetStatusResponse:
+    async def GetStatus(
+        self, request: pb.GetStatusRequest, context: Ctx[pb.GetStatusRequest, pb.GetStatusResponse]
+    ) -> pb.GetStatusResponse:
         def read() -> pb.GetStatusResponse:
             conn = self._deps.pool.get()
             space = spaces.current_space(conn)

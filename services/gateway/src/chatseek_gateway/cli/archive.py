@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chatseek_gateway.cli.common import call, emit, gateway, operation, run_operation
+from chatseek_gateway.cli.common import Subparsers, call, emit, gateway, operation, run_operation
+
+if TYPE_CHECKING:
+    from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
 __all__ = ["register"]
 
@@ -35,7 +38,7 @@ WARNINGS_SHOWN = 20
 YES_ANSWERS = frozenset({"y", "yes"})
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Add the archive commands to the top-level parser."""
     p = sub.add_parser("import", help="import a Telegram Desktop JSON export (folder or file)")
     p.add_argument("path", type=Path, help="the export folder, or its result.json/messages.json")
@@ -80,7 +83,7 @@ def _positive(text: str) -> int:
     return int(text)
 
 
-def _register_telegram(sub: Any) -> None:
+def _register_telegram(sub: Subparsers) -> None:
     p = sub.add_parser("auth", help="sign in to Telegram (phone, login code, 2FA password)")
     p.add_argument("--account", default="", help="account to sign in (default: active)")
     p.add_argument("--phone", help="phone number in international format (else prompted)")
@@ -188,7 +191,9 @@ def _media_files(folder: Path, json_file: Path) -> list[Path]:
     return files
 
 
-def _requests(args: argparse.Namespace, folder: Path, json_file: Path) -> Iterator[Any]:
+def _requests(
+    args: argparse.Namespace, folder: Path, json_file: Path
+) -> Iterator[pb.ImportRequest]:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
     yield pb.ImportRequest(
@@ -377,7 +382,7 @@ def _dialogs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _when(unix: Any) -> str:
+def _when(unix: float | None) -> str:
     if not unix:
         return "never"
     from datetime import UTC, datetime
@@ -524,7 +529,7 @@ def _sources_prune(args: argparse.Namespace) -> int:
 # --- Telegram: passes ---
 
 
-def _warn(lines: list[Any]) -> None:
+def _warn(lines: Sequence[object]) -> None:
     for line in lines[:WARNINGS_SHOWN]:
         print(f"warning: {line}", file=sys.stderr)
     if len(lines) > WARNINGS_SHOWN:

@@ -9,10 +9,11 @@ imported by every command, so it imports nothing heavy at the top: the CLI must 
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
+from typing import IO, TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 
 if TYPE_CHECKING:
     import grpc
@@ -20,12 +21,14 @@ if TYPE_CHECKING:
 
     from chatseek_core.errors import ChatseekError
     from chatseek_core.settings import Settings
+    from chatseek_gateway.cli.progress import OperationT
     from chatseek_gateway.stubs import GatewayStubs
 
 __all__ = [
     "EXIT_CODES",
     "LONG_TIMEOUT_S",
     "SOURCE_HELP",
+    "Subparsers",
     "at_least_one",
     "call",
     "emit",
@@ -57,6 +60,9 @@ GATEWAY_READY_TIMEOUT_S = 10.0
 LONG_TIMEOUT_S = 24 * 3600.0
 # grpc core's words for a call that never left the client (nothing listens at the address).
 NEVER_SENT = "failed to connect"
+
+# What ``add_subparsers`` returns: a command module's ``register`` adds its parsers to it.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -288,7 +294,7 @@ def emit(doc: Any, *, as_json: bool) -> None:
 
 
 def run_operation(
-    events: Iterable[Any],
+    events: Iterable[OperationT],
     *,
     as_json: bool = False,
     console: Console | None = None,
@@ -298,6 +304,6 @@ def run_operation(
 
     See ``chatseek_gateway.cli.progress.run_operation`` (imported here only when used).
     """
-    from chatseek_gateway.cli import progress
+    from chatseek_gateway.cli.progress import run_operation as _run_operation
 
-    return progress.run_operation(events, as_json=as_json, console=console, stream=stream)
+    return _run_operation(events, as_json=as_json, console=console, stream=stream)

@@ -14,7 +14,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from chatseek_gateway.cli.common import SOURCE_HELP, call, emit, gateway, operation, run_operation
+from chatseek_gateway.cli.common import (
+    SOURCE_HELP,
+    Subparsers,
+    call,
+    emit,
+    gateway,
+    operation,
+    run_operation,
+)
 from chatseek_gateway.shapes import Documented
 
 if TYPE_CHECKING:
@@ -38,7 +46,7 @@ def _common(p: argparse.ArgumentParser, *, chat_required: bool = True) -> None:
     p.add_argument("--json", action="store_true", help="print the whole JSON document")
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Add the ``conversations`` commands to the top-level parser."""
     top = sub.add_parser("conversations", help="reconstructed conversations of a chat")
     conv = top.add_subparsers(dest="conversations_command", metavar="ACTION")
@@ -94,7 +102,7 @@ def register(sub: Any) -> None:
         q.set_defaults(handler=_batches, batch_action=action)
 
 
-def register_message_links(messages_sub: Any) -> None:
+def register_message_links(messages_sub: Subparsers) -> None:
     """Add ``links CHAT MSG`` to the ``messages`` command's subparsers."""
     p = messages_sub.add_parser("links", help="a message's parent chain and rejected candidates")
     p.add_argument("chat", help="one chat: id, @username, t.me link or title (put -- before ids)")

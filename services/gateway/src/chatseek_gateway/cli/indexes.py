@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from chatseek_gateway.cli.common import call, emit, gateway, operation, run_operation
+from chatseek_gateway.cli.common import Subparsers, call, emit, gateway, operation, run_operation
 
 __all__ = ["register"]
 
@@ -13,7 +13,7 @@ __all__ = ["register"]
 STALLED_AFTER_S = 30.0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Add the index commands to the top-level parser."""
     p = sub.add_parser(
         "embed",

@@ -7,14 +7,13 @@ stack is being started) go to stderr. The heavy MCP imports happen only when the
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from chatseek_gateway.cli.common import ensure_gateway, settings
+from chatseek_gateway.cli.common import Subparsers, ensure_gateway, settings
 
 __all__ = ["register"]
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Add ``mcp`` to the top-level parser."""
     p = sub.add_parser(
         "mcp",

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from chatseek_gateway.cli.common import SOURCE_HELP, at_least_one, call, emit, gateway
+from chatseek_gateway.cli.common import SOURCE_HELP, Subparsers, at_least_one, call, emit, gateway
 
 if TYPE_CHECKING:
+    from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek_core.errors import ChatseekError
 
 __all__ = ["register"]
@@ -24,7 +25,7 @@ def _search_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timezone", default="", help="IANA timezone for calendar days")
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Add ``messages`` to the top-level parser."""
     from chatseek_gateway.cli.conversations import register_message_links
 
@@ -69,7 +70,7 @@ def _with_query(exc: ChatseekError, query: str) -> ChatseekError:
     return exc
 
 
-def _request(args: argparse.Namespace) -> Any:
+def _request(args: argparse.Namespace) -> pb.SearchMessagesRequest:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek_core.wire_json import parse_source
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from chatseek_gateway.cli.common import call, emit, gateway, settings
+from chatseek_gateway.cli.common import Subparsers, call, emit, gateway, settings
 
 if TYPE_CHECKING:
     from chatseek_gateway import stack
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Add the operations commands to the top-level parser."""
     p_stack = sub.add_parser("stack", help="run every service as a local process")
     stack_sub = p_stack.add_subparsers(dest="stack_command", metavar="ACTION")

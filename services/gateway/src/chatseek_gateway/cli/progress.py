@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
 import grpc
 from rich.console import Console
@@ -33,13 +33,26 @@ from rich.text import Text
 from chatseek_core.client import decode_error
 from chatseek_core.proto_json import from_document
 
-__all__ = ["PROGRESS_FIELDS", "progress_json", "run_operation"]
+if TYPE_CHECKING:
+    from chatseek.common.v1 import common_pb2
+
+__all__ = ["PROGRESS_FIELDS", "Operation", "OperationT", "progress_json", "run_operation"]
 
 REFRESH_PER_SECOND = 4
 PROGRESS_FIELDS = ("stage", "done", "total", "note", "item", "item_done", "count", "wait_s")
 
 
-def progress_json(progress: Any) -> dict[str, Any]:
+class Operation(Protocol):
+    """One response of a streamed operation (import, sync, embed, ...): it carries an event."""
+
+    @property
+    def event(self) -> common_pb2.OperationEvent: ...
+
+
+OperationT = TypeVar("OperationT", bound=Operation)
+
+
+def progress_json(progress: common_pb2.Progress) -> dict[str, Any]:
     """One progress event as the JSON object ``--json`` streams on stderr."""
     out: dict[str, Any] = {"event": "progress"}
     for name in PROGRESS_FIELDS:
@@ -91,7 +104,7 @@ class _Display:
     def __exit__(self, *exc: object) -> None:
         self._progress.stop()
 
-    def update(self, p: Any) -> None:
+    def update(self, p: common_pb2.Progress) -> None:
         stage = self._stages.get(p.stage)
         total = p.total if p.total > 0 else None
         wait_until = self._clock() + p.wait_s if p.wait_s > 0 else 0.0
@@ -105,7 +118,7 @@ class _Display:
         if p.item:
             self._item(p)
 
-    def _item(self, p: Any) -> None:
+    def _item(self, p: common_pb2.Progress) -> None:
         elapsed = max(self._clock() - self._started, 1e-6)
         rate = f"{p.count / elapsed:.0f} msg/s" if p.count else ""
         detail = f"{p.item_done} messages  {rate}".rstrip()
@@ -118,7 +131,7 @@ class _Display:
 
 
 def run_operation(
-    events: Iterable[Any],
+    events: Iterable[OperationT],
     *,
     as_json: bool = False,
     console: Console | None = None,
@@ -159,7 +172,7 @@ def run_operation(
     return result
 
 
-def _events(responses: Iterable[Any]) -> Iterator[Any]:
+def _events(responses: Iterable[Operation]) -> Iterator[common_pb2.OperationEvent]:
     try:
         for response in responses:
             yield response.event

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from chatseek_gateway.cli.common import call, emit, gateway
+from chatseek_gateway.cli.common import Subparsers, call, emit, gateway
 
 __all__ = ["print_messages", "register"]
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Add the readers to the top-level parser."""
     p = sub.add_parser("thread", help="the whole reply thread of a message, root first")
     p.add_argument("chat", help="one chat: id, @username, t.me link or title (put -- before ids)")

@@ -7,12 +7,12 @@ import sys
 from typing import Any
 
 from chatseek_core.limits import MAX_K, SEARCH_MODES
-from chatseek_gateway.cli.common import SOURCE_HELP, at_least_one, call, emit, gateway
+from chatseek_gateway.cli.common import SOURCE_HELP, Subparsers, at_least_one, call, emit, gateway
 
 __all__ = ["print_hits", "register"]
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Add ``search`` to the top-level parser."""
     p = sub.add_parser(
         "search",

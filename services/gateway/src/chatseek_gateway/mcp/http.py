@@ -18,11 +18,15 @@ import ipaddress
 import logging
 import socket
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chatseek_core.errors import FailedPrecondition, InvalidArgument
 from chatseek_core.settings import Settings
 from chatseek_gateway.mcp.gateway import GatewayConnection
+
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = [
     "MCP_PATH",
@@ -112,11 +116,11 @@ class BearerAuth:
         token: the expected token; None lets every request through (loopback-only mode).
     """
 
-    def __init__(self, app: Any, token: str | None) -> None:
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
         self._app = app
         self._token = token.encode() if token else None
 
-    def _authorized(self, scope: dict[str, Any]) -> bool:
+    def _authorized(self, scope: Scope) -> bool:
         if self._token is None:
             return True
         presented = b""
@@ -128,7 +132,7 @@ class BearerAuth:
                 break
         return hmac.compare_digest(presented, self._token)
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or self._authorized(scope):
             await self._app(scope, receive, send)
             return
@@ -151,7 +155,7 @@ class BearerAuth:
         await response(scope, receive, send)
 
 
-def _uvicorn_server(app: Any) -> Any:
+def _uvicorn_server(app: ASGIApp) -> uvicorn.Server:
     import uvicorn
 
     class _EmbeddedServer(uvicorn.Server):
@@ -180,7 +184,7 @@ class HttpEndpoint:
         port: the bound port (the real one when the settings asked for port 0).
     """
 
-    def __init__(self, sock: socket.socket, app: Any, gateway: GatewayConnection) -> None:
+    def __init__(self, sock: socket.socket, app: ASGIApp, gateway: GatewayConnection) -> None:
         self._socket = sock
         self._app = app
         self._gateway = gateway

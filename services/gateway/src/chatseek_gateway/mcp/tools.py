@@ -42,7 +42,9 @@ from chatseek_gateway.shapes import Documented, Evented
 
 if TYPE_CHECKING:
     import grpc
+    from mcp.server.mcpserver import MCPServer
 
+    from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek_gateway.stubs import AsyncGatewayStubs
 
 __all__ = [
@@ -564,7 +566,7 @@ class ChatseekTools:
         source: str,
         chats: list[int | str] | None,
         timezone: str | None,
-    ) -> Any:
+    ) -> pb.SearchMessagesRequest:
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
         from chatseek_core.wire_json import parse_source
 
@@ -957,7 +959,7 @@ class ChatseekTools:
         )
 
 
-def register_tools(server: Any, tools: ChatseekTools) -> None:
+def register_tools(server: MCPServer, tools: ChatseekTools) -> None:
     """Add every tool of ``TOOL_NAMES`` to an ``MCPServer``, with its hints."""
     from mcp.types import ToolAnnotations
 

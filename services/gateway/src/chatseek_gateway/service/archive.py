@@ -57,7 +57,9 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
         self._deps = deps
 
     async def Import(
-        self, request_iterator: AsyncIterator[pb.ImportRequest], context: Ctx
+        self,
+        request_iterator: AsyncIterator[pb.ImportRequest],
+        context: Ctx[pb.ImportRequest, pb.ImportResponse],
     ) -> AsyncIterator[pb.ImportResponse]:
         account = self._deps.settings.account
 
@@ -129,7 +131,9 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
         chat_id = await self._chat_id(account, chat_spec)
         return ingest_pb.TagTarget(account=account, kind="message", chat_id=chat_id, msg_id=msg_id)
 
-    async def Tags(self, request: pb.TagsRequest, context: Ctx) -> pb.TagsResponse:
+    async def Tags(
+        self, request: pb.TagsRequest, context: Ctx[pb.TagsRequest, pb.TagsResponse]
+    ) -> pb.TagsResponse:
         account = account_of(self._deps, request.account)
         ingest = self._deps.peers.ingest
         if request.action == "ls":
@@ -164,7 +168,9 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
 
     # --- Telegram ---
 
-    async def StartAuth(self, request: pb.StartAuthRequest, context: Ctx) -> pb.StartAuthResponse:
+    async def StartAuth(
+        self, request: pb.StartAuthRequest, context: Ctx[pb.StartAuthRequest, pb.StartAuthResponse]
+    ) -> pb.StartAuthResponse:
         reply = await call(
             self._deps.peers.ingest.StartAuth,
             ingest_pb.StartAuthRequest(
@@ -176,7 +182,9 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
         return pb.StartAuthResponse(login_token=reply.login_token)
 
     async def CompleteAuth(
-        self, request: pb.CompleteAuthRequest, context: Ctx
+        self,
+        request: pb.CompleteAuthRequest,
+        context: Ctx[pb.CompleteAuthRequest, pb.CompleteAuthResponse],
     ) -> pb.CompleteAuthResponse:
         reply = await call(
             self._deps.peers.ingest.CompleteAuth,
@@ -191,7 +199,9 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
         )
         return pb.CompleteAuthResponse(user=reply.user, session_path=reply.session_path)
 
-    async def Dialogs(self, request: pb.DialogsRequest, context: Ctx) -> pb.DialogsResponse:
+    async def Dialogs(
+        self, request: pb.DialogsRequest, context: Ctx[pb.DialogsRequest, pb.DialogsResponse]
+    ) -> pb.DialogsResponse:
         reply = await call(
             self._deps.peers.ingest.Dialogs,
             ingest_pb.DialogsRequest(
@@ -205,7 +215,9 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
         )
         return pb.DialogsResponse(result=reply.result)
 
-    async def Sources(self, request: pb.SourcesRequest, context: Ctx) -> pb.SourcesResponse:
+    async def Sources(
+        self, request: pb.SourcesRequest, context: Ctx[pb.SourcesRequest, pb.SourcesResponse]
+    ) -> pb.SourcesResponse:
         account = account_of(self._deps, request.account)
         ingest = self._deps.peers.ingest
         action = request.action or "ls"
@@ -261,7 +273,9 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
             result = pruned.result
         return pb.SourcesResponse(result=result)
 
-    async def Sync(self, request: pb.SyncRequest, context: Ctx) -> AsyncIterator[pb.SyncResponse]:
+    async def Sync(
+        self, request: pb.SyncRequest, context: Ctx[pb.SyncRequest, pb.SyncResponse]
+    ) -> AsyncIterator[pb.SyncResponse]:
         account = account_of(self._deps, request.account)
         ids = sorted(set(await chat_ids(self._deps, account, list(request.chats))))
         stream = self._deps.peers.ingest.Sync(
@@ -278,7 +292,7 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
             yield event
 
     async def Extract(
-        self, request: pb.ExtractRequest, context: Ctx
+        self, request: pb.ExtractRequest, context: Ctx[pb.ExtractRequest, pb.ExtractResponse]
     ) -> AsyncIterator[pb.ExtractResponse]:
         stream = self._deps.peers.ingest.Extract(
             ingest_pb.ExtractRequest(
@@ -292,7 +306,9 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
             yield event
 
     async def PruneDeleted(
-        self, request: pb.PruneDeletedRequest, context: Ctx
+        self,
+        request: pb.PruneDeletedRequest,
+        context: Ctx[pb.PruneDeletedRequest, pb.PruneDeletedResponse],
     ) -> AsyncIterator[pb.PruneDeletedResponse]:
         account = account_of(self._deps, request.account)
         chat_id = await self._chat_id(account, request.chat) if request.chat else 0

@@ -5,7 +5,7 @@ passing a downstream operation's streamed events through.
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
 
@@ -17,7 +17,7 @@ from chatseek_gateway.shapes import Evented
 
 __all__ = ["RESOLVE_TIMEOUT_S", "Ctx", "account_of", "chat_ids", "forward_events"]
 
-Ctx = grpc.aio.ServicerContext[Any, Any]
+Ctx = grpc.aio.ServicerContext
 RESOLVE_TIMEOUT_S = 30.0
 
 Event = TypeVar("Event")

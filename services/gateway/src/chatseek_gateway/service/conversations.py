@@ -52,7 +52,9 @@ class ConversationsServicer(conversations_service_pb2_grpc.ConversationsServiceS
         return chat.account or account, int(chat.chat_id)
 
     async def BuildConversations(
-        self, request: pb.BuildConversationsRequest, context: Ctx
+        self,
+        request: pb.BuildConversationsRequest,
+        context: Ctx[pb.BuildConversationsRequest, pb.BuildConversationsResponse],
     ) -> AsyncIterator[pb.BuildConversationsResponse]:
         account = account_of(self._deps, request.account)
         if not request.chats and not request.all:
@@ -77,7 +79,9 @@ class ConversationsServicer(conversations_service_pb2_grpc.ConversationsServiceS
             yield event
 
     async def ListConversations(
-        self, request: pb.ListConversationsRequest, context: Ctx
+        self,
+        request: pb.ListConversationsRequest,
+        context: Ctx[pb.ListConversationsRequest, pb.ListConversationsResponse],
     ) -> pb.ListConversationsResponse:
         since = parse_bound(request.since, upper=False)
         account, chat_id = await self._conversation_chat(
@@ -95,7 +99,9 @@ class ConversationsServicer(conversations_service_pb2_grpc.ConversationsServiceS
         return pb.ListConversationsResponse(result=reply.result)
 
     async def ShowConversation(
-        self, request: pb.ShowConversationRequest, context: Ctx
+        self,
+        request: pb.ShowConversationRequest,
+        context: Ctx[pb.ShowConversationRequest, pb.ShowConversationResponse],
     ) -> pb.ShowConversationResponse:
         account, chat_id = await self._conversation_chat(
             account_of(self._deps, request.account), request.chat
@@ -112,7 +118,9 @@ class ConversationsServicer(conversations_service_pb2_grpc.ConversationsServiceS
         return pb.ShowConversationResponse(result=reply.result)
 
     async def MessageLinks(
-        self, request: pb.MessageLinksRequest, context: Ctx
+        self,
+        request: pb.MessageLinksRequest,
+        context: Ctx[pb.MessageLinksRequest, pb.MessageLinksResponse],
     ) -> pb.MessageLinksResponse:
         account, chat_id = await self._conversation_chat(
             account_of(self._deps, request.account), request.chat
@@ -126,7 +134,9 @@ class ConversationsServicer(conversations_service_pb2_grpc.ConversationsServiceS
         )
         return pb.MessageLinksResponse(result=reply.result)
 
-    async def ChatLinks(self, request: pb.ChatLinksRequest, context: Ctx) -> pb.ChatLinksResponse:
+    async def ChatLinks(
+        self, request: pb.ChatLinksRequest, context: Ctx[pb.ChatLinksRequest, pb.ChatLinksResponse]
+    ) -> pb.ChatLinksResponse:
         account, chat_id = await self._conversation_chat(
             account_of(self._deps, request.account), request.chat
         )
@@ -141,7 +151,9 @@ class ConversationsServicer(conversations_service_pb2_grpc.ConversationsServiceS
         parents.update({int(m): int(p) for m, p in reply.parents.items()})
         return pb.ChatLinksResponse(result=document({str(m): parents[m] for m in sorted(parents)}))
 
-    async def LinkBatch(self, request: pb.LinkBatchRequest, context: Ctx) -> pb.LinkBatchResponse:
+    async def LinkBatch(
+        self, request: pb.LinkBatchRequest, context: Ctx[pb.LinkBatchRequest, pb.LinkBatchResponse]
+    ) -> pb.LinkBatchResponse:
         if request.action not in BATCH_ACTIONS:
             raise InvalidArgument(
                 f"batches action {request.action!r} is not status, get or answer",

@@ -146,12 +146,14 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
 
     # --- status, verify, backup ---
 
-    async def Status(self, request: pb.StatusRequest, context: Ctx) -> pb.StatusResponse:
+    async def Status(
+        self, request: pb.StatusRequest, context: Ctx[pb.StatusRequest, pb.StatusResponse]
+    ) -> pb.StatusResponse:
         entries = await asyncio.gather(*(_service_status(self._deps, name) for name in SERVICES))
         return pb.StatusResponse(result=document({"services": list(entries)}))
 
     async def Verify(
-        self, request: pb.VerifyRequest, context: Ctx
+        self, request: pb.VerifyRequest, context: Ctx[pb.VerifyRequest, pb.VerifyResponse]
     ) -> AsyncIterator[pb.VerifyResponse]:
         data_dir = self._deps.settings.data_dir
         yield pb.VerifyResponse(event=operation_progress("verify", 0, 0, "checking"))
@@ -187,7 +189,9 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
             report["repaired"] = repaired
         yield pb.VerifyResponse(event=operation_result(report))
 
-    async def Backup(self, request: pb.BackupRequest, context: Ctx) -> pb.BackupResponse:
+    async def Backup(
+        self, request: pb.BackupRequest, context: Ctx[pb.BackupRequest, pb.BackupResponse]
+    ) -> pb.BackupResponse:
         if not request.directory:
             raise InvalidArgument(
                 "name a directory to back up into", metadata={"field": "directory"}
@@ -198,7 +202,7 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
     # --- indexes and models ---
 
     async def Embed(
-        self, request: pb.EmbedRequest, context: Ctx
+        self, request: pb.EmbedRequest, context: Ctx[pb.EmbedRequest, pb.EmbedResponse]
     ) -> AsyncIterator[pb.EmbedResponse]:
         account = account_of(self._deps, request.account)
         ids = await chat_ids(self._deps, account, list(request.chats))
@@ -212,7 +216,9 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
             yield event
 
     async def EmbedStatus(
-        self, request: pb.EmbedStatusRequest, context: Ctx
+        self,
+        request: pb.EmbedStatusRequest,
+        context: Ctx[pb.EmbedStatusRequest, pb.EmbedStatusResponse],
     ) -> pb.EmbedStatusResponse:
         reply = await call(
             self._deps.peers.vector.EmbedStatus,
@@ -224,7 +230,7 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
         return pb.EmbedStatusResponse(result=reply.result)
 
     async def Reindex(
-        self, request: pb.ReindexRequest, context: Ctx
+        self, request: pb.ReindexRequest, context: Ctx[pb.ReindexRequest, pb.ReindexResponse]
     ) -> AsyncIterator[pb.ReindexResponse]:
         stream: AsyncIterable[Evented]
         if request.target == "lexical":
@@ -245,7 +251,9 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
         ):
             yield event
 
-    async def Models(self, request: pb.ModelsRequest, context: Ctx) -> pb.ModelsResponse:
+    async def Models(
+        self, request: pb.ModelsRequest, context: Ctx[pb.ModelsRequest, pb.ModelsResponse]
+    ) -> pb.ModelsResponse:
         embed = self._deps.peers.embed
         if request.action == "list":
             known = await call(

@@ -60,7 +60,9 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
 
     # --- hybrid ---
 
-    async def Search(self, request: pb.SearchRequest, context: Ctx) -> pb.SearchResponse:
+    async def Search(
+        self, request: pb.SearchRequest, context: Ctx[pb.SearchRequest, pb.SearchResponse]
+    ) -> pb.SearchResponse:
         started = time.perf_counter()
         forward = fusion_pb.SearchRequest(
             query=request.query,
@@ -131,7 +133,9 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
         return warnings
 
     async def SearchConversations(
-        self, request: pb.SearchConversationsRequest, context: Ctx
+        self,
+        request: pb.SearchConversationsRequest,
+        context: Ctx[pb.SearchConversationsRequest, pb.SearchConversationsResponse],
     ) -> pb.SearchConversationsResponse:
         reply = await call(
             self._deps.peers.fusion.SearchConversations,
@@ -152,7 +156,9 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
     # --- strict ---
 
     async def SearchMessages(
-        self, request: pb.SearchMessagesRequest, context: Ctx
+        self,
+        request: pb.SearchMessagesRequest,
+        context: Ctx[pb.SearchMessagesRequest, pb.SearchMessagesResponse],
     ) -> pb.SearchMessagesResponse:
         reply = await call(
             self._deps.peers.lexical.SearchMessages,
@@ -164,7 +170,9 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
         return pb.SearchMessagesResponse(result=reply.result)
 
     async def ParseQuery(
-        self, request: pb.ParseQueryRequest, context: Ctx
+        self,
+        request: pb.ParseQueryRequest,
+        context: Ctx[pb.ParseQueryRequest, pb.ParseQueryResponse],
     ) -> pb.ParseQueryResponse:
         reply = await call(
             self._deps.peers.lexical.ParseQuery,
@@ -176,7 +184,9 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
         return pb.ParseQueryResponse(tree=reply.tree)
 
     async def MessageStats(
-        self, request: pb.MessageStatsRequest, context: Ctx
+        self,
+        request: pb.MessageStatsRequest,
+        context: Ctx[pb.MessageStatsRequest, pb.MessageStatsResponse],
     ) -> pb.MessageStatsResponse:
         reply = await call(
             self._deps.peers.lexical.MessageStats,
@@ -189,7 +199,9 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
 
     # --- readers ---
 
-    async def Thread(self, request: pb.ThreadRequest, context: Ctx) -> pb.ThreadResponse:
+    async def Thread(
+        self, request: pb.ThreadRequest, context: Ctx[pb.ThreadRequest, pb.ThreadResponse]
+    ) -> pb.ThreadResponse:
         reply = await call(
             self._deps.peers.fusion.Thread,
             fusion_pb.ThreadRequest(
@@ -201,7 +213,9 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
         )
         return pb.ThreadResponse(result=reply.result)
 
-    async def Context(self, request: pb.ContextRequest, context: Ctx) -> pb.ContextResponse:
+    async def Context(
+        self, request: pb.ContextRequest, context: Ctx[pb.ContextRequest, pb.ContextResponse]
+    ) -> pb.ContextResponse:
         forward = fusion_pb.ContextRequest(
             account=request.account, chat=request.chat, msg_id=request.msg_id
         )
@@ -218,7 +232,9 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
         )
         return pb.ContextResponse(result=reply.result)
 
-    async def Evidence(self, request: pb.EvidenceRequest, context: Ctx) -> pb.EvidenceResponse:
+    async def Evidence(
+        self, request: pb.EvidenceRequest, context: Ctx[pb.EvidenceRequest, pb.EvidenceResponse]
+    ) -> pb.EvidenceResponse:
         reply = await call(
             self._deps.peers.fusion.Evidence,
             fusion_pb.EvidenceRequest(locators=list(request.locators), max_chars=request.max_chars),

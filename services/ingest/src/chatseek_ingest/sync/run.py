@@ -21,11 +21,11 @@ from typing import Any
 from telethon import errors, utils
 from telethon.tl import types
 
+import chatseek_ingest.sync.writes as writes
 from chatseek_core import db
 from chatseek_core.aio import to_thread
 from chatseek_core.errors import FloodWait
 from chatseek_ingest.model import ExportChat
-from chatseek_ingest.sync import writes
 from chatseek_ingest.sync.chat import SyncChat, load_chat
 from chatseek_ingest.sync.comments import Comments
 from chatseek_ingest.sync.context import BudgetSpent, RunContext

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
+import chatseek_lexical.query.dates as dates
+import chatseek_lexical.query.presets as presets
+import chatseek_lexical.query.values as values
 from chatseek_core.errors import AmbiguousName
 from chatseek_core.text import normalise, words
-from chatseek_lexical.query import dates, presets, values
 from chatseek_lexical.query.ast import (
     Bool,
     Compare,

@@ -29,10 +29,11 @@ from zoneinfo import ZoneInfo
 
 import sqlean
 
+import chatseek_lexical.query.dates as dates
+import chatseek_lexical.query.values as values
 from chatseek_core.errors import ChatNotFound, IndexNotReady, InvalidValue
 from chatseek_core.render import ALBUM_MAX
 from chatseek_core.text import normalise
-from chatseek_lexical.query import dates, values
 from chatseek_lexical.query.ast import (
     LANGUAGE,
     TREE_VERSION,

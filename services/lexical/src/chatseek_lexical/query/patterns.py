@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from typing import Any
 
 import re2
 
@@ -45,7 +44,7 @@ _ONE = object()
 class Pattern:
     """A compiled whole-value pattern, its RE2 source and its literal prefix."""
 
-    regex: Any
+    regex: re2._Regexp
     source: str
     prefix: str
 

@@ -11,8 +11,9 @@ Invariants:
 
 from __future__ import annotations
 
+import chatseek_lexical.query.dates as dates
+import chatseek_lexical.query.values as values
 from chatseek_core.errors import InvalidValue, UnknownField
-from chatseek_lexical.query import dates, values
 from chatseek_lexical.query.ast import (
     Bool,
     Compare,
