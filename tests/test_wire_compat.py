@@ -5,7 +5,7 @@ chats). Each case runs one CLI command or MCP tool and compares its whole docume
 copy captured on main before fusion and the gateway answered in typed messages
 (``tests/wire_helpers.py``): hybrid hits with their comments, word-only hits, coverage and
 warnings, conversation search and its readers, strict message search, thread, context and
-evidence.
+evidence; and the ops reports: status, embed status, verify and backup.
 """
 
 from __future__ import annotations
@@ -147,3 +147,11 @@ def test_the_conversation_reader_json_is_unchanged(env: dict[str, str]) -> None:
         _tool(env, "conversations_show", chat=int(chat), conversation_id=conversation),
     )
     assert_pinned("mcp_message_links", _tool(env, "message_links", chat=int(chat), msg_id=msg))
+
+
+def test_the_ops_json_is_unchanged(env: dict[str, str], tmp_path: Path) -> None:
+    assert_pinned("cli_status", cli_json(env, "status", "--json"))
+    assert_pinned("mcp_status", _tool(env, "status"))
+    assert_pinned("cli_embed_status", cli_json(env, "embed", "status", "--json"))
+    assert_pinned("cli_verify", cli_json(env, "verify", "--json"))
+    assert_pinned("cli_backup", cli_json(env, "backup", str(tmp_path / "backup"), "--json"))

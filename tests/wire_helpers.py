@@ -19,10 +19,16 @@ __all__ = ["DOUBLE_KEYS", "as_typed_prints", "assert_pinned"]
 
 WIRE_DIR = Path(__file__).resolve().parent / "wire"
 CAPTURE_ENV = "CHATSEEK_WIRE_CAPTURE"
-# Timings, ages, page tokens (they carry the time of the first page) and unit ids (their
-# numbering follows how the import's batches were cut).
+# Timings, ages, page tokens (they carry the time of the first page), unit ids (their
+# numbering follows how the import's batches were cut), and in the ops reports: ports, clocks,
+# rates, counts since the embed worker started, the backup's directory and its file sizes
+# (they follow when SQLite checkpointed).
 VOLATILE = frozenset(
-    {"took_ms", "index_age_min", "last_fetched_at", "next_page_token", "unit_id", "unit_ids"}
+    {
+        *("took_ms", "index_age_min", "last_fetched_at", "next_page_token", "unit_id", "unit_ids"),
+        *("address", "checked_at", "last_write_s_ago", "units_per_s", "eta_s", "since_start"),
+        *("directory", "bytes"),
+    }
 )
 MASK = "<volatile>"
 # Double fields of the typed results: main's Struct round trip printed 1.0 as 1.
