@@ -3,15 +3,17 @@
 The copies under ``tests/wire/`` were captured on main before results became typed messages
 (the strict-search ones just before strict search did); ``CHATSEEK_WIRE_CAPTURE=1`` rewrites
 them. Only values that change from run to run (timings, ages, page tokens, unit ids) are
-masked; every key, every other value and every type must match exactly, except the one change
+masked; every key, every other value and every type must match exactly, except the changes
 the README names: main printed a whole double (a score of 1.0) as the integer 1, and
-``DOUBLE_KEYS`` now print as floats.
+``DOUBLE_KEYS`` now print as floats; ``status`` printed the embed models' identities with
+camelCase keys and without their defaults (``MODEL_KEYS``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,19 @@ VOLATILE = frozenset(
 MASK = "<volatile>"
 # Double fields of the typed results: main's Struct round trip printed 1.0 as 1.
 DOUBLE_KEYS = frozenset({"score", "cosine", "confidence", "took_ms", "index_age_min"})
+# `status` wrote the embed service's models in protobuf's JSON mapping (camelCase keys, the
+# defaults left out); the typed ModelsInUse writes every field of each under its proto name.
+MODEL_KEYS = frozenset({"embedder", "reranker"})
+MODEL_DEFAULTS: dict[str, Any] = {
+    "name": "",
+    "revision": "",
+    "dim": 0,
+    "max_seq_length": 0,
+    "normalized": False,
+    "kind": "",
+    "backend": "",
+    "device": "",
+}
 
 
 def _mask(value: Any) -> Any:
@@ -51,12 +66,20 @@ def as_typed_prints(value: Any) -> Any:
         return {
             k: float(v)
             if k in DOUBLE_KEYS and isinstance(v, int) and not isinstance(v, bool)
+            else _model(v)
+            if k in MODEL_KEYS and isinstance(v, dict)
             else as_typed_prints(v)
             for k, v in value.items()
         }
     if isinstance(value, list):
         return [as_typed_prints(v) for v in value]
     return value
+
+
+def _model(value: dict[str, Any]) -> dict[str, Any]:
+    """A model identity main's status printed, as the typed ModelsInUse prints it."""
+    snake = {re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): v for k, v in value.items()}
+    return {**MODEL_DEFAULTS, **snake}
 
 
 def _typed(value: Any) -> Any:

@@ -10,6 +10,7 @@ import pytest
 from google.protobuf.message import Message
 
 from chatseek.common.v1 import common_pb2
+from chatseek.gateway.v1 import gateway_service_pb2 as gateway_pb
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.wire_json import from_json, mode_word, parse_mode, parse_source, to_json
 from tests.wire_helpers import as_typed_prints
@@ -25,7 +26,10 @@ RESULTS: dict[str, type[Message]] = {
     "conversations_list": common_pb2.ConversationList,
     "conversations_show": common_pb2.ConversationView,
     "message_links": common_pb2.MessageLinksResult,
+    "status": gateway_pb.StatusResult,
 }
+# Pinned before their RPCs were typed; read back once they are.
+NOT_TYPED_YET = ("backup", "embed_status", "verify")
 MCP_ONLY = ("synced",)
 
 
@@ -42,6 +46,8 @@ def _pinned(path: Path) -> tuple[dict[str, Any], type[Message]]:
         if chat.get("last_fetched_at") == "<volatile>":
             chat["last_fetched_at"] = fetched
     name = path.stem.split("_", 1)[1]
+    if name in NOT_TYPED_YET:
+        pytest.skip(f"{name} is not typed yet")
     kind = next(k for k in RESULTS if name.startswith(k))
     return doc, RESULTS[kind]
 
@@ -107,3 +113,27 @@ def test_modes_round_trip_through_their_words() -> None:
     for word in ("hybrid", "lexical", "dense"):
         assert mode_word(parse_mode(word)) == word
     assert mode_word(common_pb2.SEARCH_MODE_UNSPECIFIED) == "hybrid"
+
+
+def test_a_oneof_is_one_key_holding_the_set_member_and_reads_back_by_its_shape() -> None:
+    report = gateway_pb.ServiceReport(name="lexical", error="X")
+    assert to_json(report)["details"] is None
+    report.lexical.words_ready = False
+    doc = to_json(report)
+    assert list(doc) == [
+        "name",
+        "address",
+        "health",
+        "version",
+        "schema_version",
+        "feed_lag",
+        "details",
+        "error",
+    ]
+    assert doc["details"] == {"words_ready": False, "messages_indexed": None, "units_indexed": None}
+    assert from_json(doc, gateway_pb.ServiceReport()).WhichOneof("details") == "lexical"
+    failed = from_json({"details": {"message": "m", "hint": ""}}, gateway_pb.ServiceReport())
+    assert failed.WhichOneof("details") == "failure"
+    assert from_json({"details": {}}, gateway_pb.ServiceReport()).WhichOneof("details") == "none"
+    with pytest.raises(KeyError):
+        from_json({"details": {"nothing": 1}}, gateway_pb.ServiceReport())

@@ -115,9 +115,9 @@ def _stack_down(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
-    doc = from_document(call(gateway().ops.Status, pb.StatusRequest()).result)
+    doc = to_json(call(gateway().ops.Status, pb.StatusRequest()).result)
     if args.json:
         emit(doc, as_json=True)
         return 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 from google.protobuf import json_format
@@ -89,19 +88,12 @@ async def _owner_status(peers: Peers, name: str) -> common_pb2.ServiceStatus:
     return vector.status
 
 
-async def _service_status(deps: Deps, name: str) -> dict[str, Any]:
+async def _service_status(deps: Deps, name: str) -> pb.ServiceReport:
     """One service's health, version, schema and feed lag (``health`` DOWN when unreachable)."""
-    entry: dict[str, Any] = {
-        "name": name,
-        "address": deps.settings.addr(name),
-        "health": "DOWN",
-        "version": "",
-        "schema_version": 0,
-        "feed_lag": {},
-        "details": {},
-    }
+    entry = pb.ServiceReport(name=name, address=deps.settings.addr(name), health="DOWN")
+    entry.none.SetInParent()
     if name == "gateway":
-        entry.update(health="SERVING", version=VERSION)
+        entry.health, entry.version = "SERVING", VERSION
         return entry
     try:
         health = await call(
@@ -110,31 +102,33 @@ async def _service_status(deps: Deps, name: str) -> dict[str, Any]:
             timeout=STATUS_TIMEOUT_S,
             peer=name,
         )
-        entry["health"] = health_pb2.HealthCheckResponse.ServingStatus.Name(health.status)
+        entry.health = health_pb2.HealthCheckResponse.ServingStatus.Name(health.status)
     except ChatseekError:
         return entry
     if name not in STORE_OWNERS and name != "embed":
-        entry["version"] = VERSION
+        entry.version = VERSION
         return entry
     try:
         if name == "embed":
             models = await call(
                 deps.peers.embed.ListModels, embed_pb.ListModelsRequest(), timeout=STATUS_TIMEOUT_S
             )
-            entry["version"] = VERSION
-            entry["details"] = to_python(json_format.MessageToDict(models))
+            entry.version = VERSION
+            entry.embed.embedder.CopyFrom(models.embedder)
+            if models.HasField("reranker"):
+                entry.embed.reranker.CopyFrom(models.reranker)
+            entry.embed.reranker_error = models.reranker_error
             return entry
         status = await _owner_status(deps.peers, name)
     except ChatseekError as exc:
-        entry["error"] = exc.reason
-        entry["details"] = {"message": exc.message, "hint": exc.hint}
+        entry.error = exc.reason
+        entry.failure.CopyFrom(pb.ServiceFailure(message=exc.message, hint=exc.hint))
         return entry
-    entry.update(
-        version=status.version,
-        schema_version=status.schema_version,
-        feed_lag=dict(status.feed_lag),
-        details=to_python(json_format.MessageToDict(status.details)),
-    )
+    entry.version, entry.schema_version = status.version, status.schema_version
+    entry.feed_lag.update(status.feed_lag)
+    which = status.WhichOneof("details")
+    if which is not None:
+        getattr(entry, which).CopyFrom(getattr(status, which))
     return entry
 
 
@@ -148,7 +142,7 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
 
     async def Status(self, request: pb.StatusRequest, context: Ctx) -> pb.StatusResponse:
         entries = await asyncio.gather(*(_service_status(self._deps, name) for name in SERVICES))
-        return pb.StatusResponse(result=document({"services": list(entries)}))
+        return pb.StatusResponse(result=pb.StatusResult(services=entries))
 
     async def Verify(
         self, request: pb.VerifyRequest, context: Ctx

@@ -473,7 +473,10 @@ class ServiceStatus(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     SCHEMA_VERSION_FIELD_NUMBER: _builtins.int
     FEED_LAG_FIELD_NUMBER: _builtins.int
-    DETAILS_FIELD_NUMBER: _builtins.int
+    INGEST_FIELD_NUMBER: _builtins.int
+    UNITIZE_FIELD_NUMBER: _builtins.int
+    LEXICAL_FIELD_NUMBER: _builtins.int
+    VECTOR_FIELD_NUMBER: _builtins.int
     service: _builtins.str
     version: _builtins.str
     schema_version: _builtins.int
@@ -483,9 +486,13 @@ class ServiceStatus(_message.Message):
         """Per consumed feed: events the service has not processed yet."""
 
     @_builtins.property
-    def details(self) -> _struct_pb2.Struct:
-        """Service-specific details (counts, model identity, readiness)."""
-
+    def ingest(self) -> Global___IngestStatusDetails: ...
+    @_builtins.property
+    def unitize(self) -> Global___UnitizeStatusDetails: ...
+    @_builtins.property
+    def lexical(self) -> Global___LexicalStatusDetails: ...
+    @_builtins.property
+    def vector(self) -> Global___VectorStatusDetails: ...
     def __init__(
         self,
         *,
@@ -493,15 +500,215 @@ class ServiceStatus(_message.Message):
         version: _builtins.str = ...,
         schema_version: _builtins.int = ...,
         feed_lag: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
-        details: _struct_pb2.Struct | None = ...,
+        ingest: Global___IngestStatusDetails | None = ...,
+        unitize: Global___UnitizeStatusDetails | None = ...,
+        lexical: Global___LexicalStatusDetails | None = ...,
+        vector: Global___VectorStatusDetails | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["details", b"details"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["details", b"details", "ingest", b"ingest", "lexical", b"lexical", "unitize", b"unitize", "vector", b"vector"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["details", b"details", "feed_lag", b"feed_lag", "schema_version", b"schema_version", "service", b"service", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["details", b"details", "feed_lag", b"feed_lag", "ingest", b"ingest", "lexical", b"lexical", "schema_version", b"schema_version", "service", b"service", "unitize", b"unitize", "vector", b"vector", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_details: _TypeAlias = _typing.Literal["ingest", "unitize", "lexical", "vector"]  # noqa: Y015
+    _WhichOneofArgType_details: _TypeAlias = _typing.Literal["details", b"details"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_details) -> _WhichOneofReturnType_details | None: ...
+
+Global___ServiceStatus: _TypeAlias = ServiceStatus  # noqa: Y015
+
+@_typing.final
+class IngestStatusDetails(_message.Message):
+    """What ingest.db holds."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHATS_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    MEDIA_PENDING_FIELD_NUMBER: _builtins.int
+    FEED_HEAD_FIELD_NUMBER: _builtins.int
+    chats: _builtins.int
+    messages: _builtins.int
+    media_pending: _builtins.int
+    """Media whose text extraction has not run yet."""
+    feed_head: _builtins.int
+    """The sequence number of the newest event of ingest's feed."""
+    def __init__(
+        self,
+        *,
+        chats: _builtins.int = ...,
+        messages: _builtins.int = ...,
+        media_pending: _builtins.int = ...,
+        feed_head: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chats", b"chats", "feed_head", b"feed_head", "media_pending", b"media_pending", "messages", b"messages"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ServiceStatus: _TypeAlias = ServiceStatus  # noqa: Y015
+Global___IngestStatusDetails: _TypeAlias = IngestStatusDetails  # noqa: Y015
+
+@_typing.final
+class AccountChat(_message.Message):
+    """A chat of one account (marked chat id, see MessageLocator)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    chat_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        chat_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "chat_id", b"chat_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AccountChat: _TypeAlias = AccountChat  # noqa: Y015
+
+@_typing.final
+class UnitizeStatusDetails(_message.Message):
+    """What unitize.db holds."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class UnitsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    UNITS_FIELD_NUMBER: _builtins.int
+    RECUT_PENDING_FIELD_NUMBER: _builtins.int
+    RECUT_PENDING_CHATS_FIELD_NUMBER: _builtins.int
+    RECIPE_FIELD_NUMBER: _builtins.int
+    BUILT_CHATS_FIELD_NUMBER: _builtins.int
+    recut_pending: _builtins.int
+    """Chats waiting to be re-cut with the current recipe, and the first of them."""
+    recipe: _builtins.int
+    """The cutting recipe version of new units."""
+    built_chats: _builtins.int
+    """Chats with a current conversation build."""
+    @_builtins.property
+    def units(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Units per kind (window, thread, post, conversation, ...)."""
+
+    @_builtins.property
+    def recut_pending_chats(self) -> _containers.RepeatedCompositeFieldContainer[Global___AccountChat]: ...
+    def __init__(
+        self,
+        *,
+        units: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        recut_pending: _builtins.int = ...,
+        recut_pending_chats: _abc.Iterable[Global___AccountChat] | None = ...,
+        recipe: _builtins.int = ...,
+        built_chats: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["built_chats", b"built_chats", "recipe", b"recipe", "recut_pending", b"recut_pending", "recut_pending_chats", b"recut_pending_chats", "units", b"units"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnitizeStatusDetails: _TypeAlias = UnitizeStatusDetails  # noqa: Y015
+
+@_typing.final
+class LexicalStatusDetails(_message.Message):
+    """The word indexes of lexical.db."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORDS_READY_FIELD_NUMBER: _builtins.int
+    MESSAGES_INDEXED_FIELD_NUMBER: _builtins.int
+    UNITS_INDEXED_FIELD_NUMBER: _builtins.int
+    words_ready: _builtins.bool
+    """False until the indexes are ready to answer (the counts are null until then)."""
+    messages_indexed: _builtins.int
+    units_indexed: _builtins.int
+    def __init__(
+        self,
+        *,
+        words_ready: _builtins.bool = ...,
+        messages_indexed: _builtins.int | None = ...,
+        units_indexed: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_messages_indexed", b"_messages_indexed", "_units_indexed", b"_units_indexed", "messages_indexed", b"messages_indexed", "units_indexed", b"units_indexed"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_messages_indexed", b"_messages_indexed", "_units_indexed", b"_units_indexed", "messages_indexed", b"messages_indexed", "units_indexed", b"units_indexed", "words_ready", b"words_ready"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__messages_indexed: _TypeAlias = _typing.Literal["messages_indexed"]  # noqa: Y015
+    _WhichOneofArgType__messages_indexed: _TypeAlias = _typing.Literal["_messages_indexed", b"_messages_indexed"]  # noqa: Y015
+    _WhichOneofReturnType__units_indexed: _TypeAlias = _typing.Literal["units_indexed"]  # noqa: Y015
+    _WhichOneofArgType__units_indexed: _TypeAlias = _typing.Literal["_units_indexed", b"_units_indexed"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__messages_indexed) -> _WhichOneofReturnType__messages_indexed | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__units_indexed) -> _WhichOneofReturnType__units_indexed | None: ...
+
+Global___LexicalStatusDetails: _TypeAlias = LexicalStatusDetails  # noqa: Y015
+
+@_typing.final
+class VectorStatusDetails(_message.Message):
+    """The vectors of vector.db."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    DIM_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    LAST_ERROR_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    """The current embedding space; null before the first vector."""
+    dim: _builtins.int
+    pending: _builtins.int
+    """Units waiting for a vector."""
+    last_error: _builtins.str
+    """The embedding worker's last failure; null when it has none."""
+    def __init__(
+        self,
+        *,
+        model: _builtins.str | None = ...,
+        dim: _builtins.int | None = ...,
+        pending: _builtins.int = ...,
+        last_error: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_dim", b"_dim", "_last_error", b"_last_error", "_model", b"_model", "dim", b"dim", "last_error", b"last_error", "model", b"model"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dim", b"_dim", "_last_error", b"_last_error", "_model", b"_model", "dim", b"dim", "last_error", b"last_error", "model", b"model", "pending", b"pending"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__dim: _TypeAlias = _typing.Literal["dim"]  # noqa: Y015
+    _WhichOneofArgType__dim: _TypeAlias = _typing.Literal["_dim", b"_dim"]  # noqa: Y015
+    _WhichOneofReturnType__last_error: _TypeAlias = _typing.Literal["last_error"]  # noqa: Y015
+    _WhichOneofArgType__last_error: _TypeAlias = _typing.Literal["_last_error", b"_last_error"]  # noqa: Y015
+    _WhichOneofReturnType__model: _TypeAlias = _typing.Literal["model"]  # noqa: Y015
+    _WhichOneofArgType__model: _TypeAlias = _typing.Literal["_model", b"_model"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__dim) -> _WhichOneofReturnType__dim | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__last_error) -> _WhichOneofReturnType__last_error | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__model) -> _WhichOneofReturnType__model | None: ...
+
+Global___VectorStatusDetails: _TypeAlias = VectorStatusDetails  # noqa: Y015
 
 @_typing.final
 class Chat(_message.Message):
