@@ -34,7 +34,10 @@ VOLATILE = frozenset(
 )
 MASK = "<volatile>"
 # Double fields of the typed results: main's Struct round trip printed 1.0 as 1.
-DOUBLE_KEYS = frozenset({"score", "cosine", "confidence", "took_ms", "index_age_min"})
+DOUBLE_KEYS = frozenset(
+    {"score", "cosine", "confidence", "took_ms", "index_age_min"}
+    | {"units_per_s", "eta_s", "last_write_s_ago"}
+)
 # `status` wrote the embed service's models in protobuf's JSON mapping (camelCase keys, the
 # defaults left out); the typed ModelsInUse writes every field of each under its proto name.
 MODEL_KEYS = frozenset({"embedder", "reranker"})

@@ -18,6 +18,7 @@ from chatseek_core import db, errors, feed
 from chatseek_core.client import call, decode_error
 from chatseek_core.proto_json import from_document
 from chatseek_core.testing import serving, temp_settings
+from chatseek_core.wire_json import to_json
 from chatseek_embed import server as embed_server
 from chatseek_unitize.schema import MIGRATIONS as UNITIZE_MIGRATIONS
 from chatseek_vector import server as vector_server
@@ -101,7 +102,7 @@ async def test_embedding_fills_the_index_and_knn_finds_the_right_unit(
     reply = await call(stub.Knn, pb.KnnRequest(query="open a bank account", k=2))
     assert reply.neighbours[0].unit_id == 1
     assert -1.0 <= reply.neighbours[0].cosine <= 1.0
-    status = from_document((await call(stub.EmbedStatus, pb.EmbedStatusRequest())).result)
+    status = to_json((await call(stub.EmbedStatus, pb.EmbedStatusRequest())).result)
     assert status["total_pending"] == 0
     assert status["chats"][0]["embedded"] == len(TEXTS)
 
@@ -124,7 +125,7 @@ async def test_identical_text_is_embedded_once(stack: tuple[Any, Path]) -> None:
     _write_units(home / "data" / "unitize.db", {5: TEXTS[1]}, chat_id=-100999)
     report = await _index(stub)
     assert report == {"embedded": 0, "cached": 1, "skipped": 0, "remaining": 0}
-    status = from_document((await call(stub.EmbedStatus, pb.EmbedStatusRequest())).result)
+    status = to_json((await call(stub.EmbedStatus, pb.EmbedStatusRequest())).result)
     assert status["since_start"] == {"embedded": len(TEXTS), "cached": 1, "skipped": 0}
 
 

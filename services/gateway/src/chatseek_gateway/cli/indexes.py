@@ -41,10 +41,10 @@ def register(sub: Any) -> None:
 
 def _embed(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
     if args.action == "status":
-        doc = from_document(
+        doc = to_json(
             call(gateway().ops.EmbedStatus, pb.EmbedStatusRequest(account=args.account)).result
         )
         if args.json:

@@ -711,6 +711,143 @@ class VectorStatusDetails(_message.Message):
 Global___VectorStatusDetails: _TypeAlias = VectorStatusDetails  # noqa: Y015
 
 @_typing.final
+class EmbedStatusResult(_message.Message):
+    """What is embedded, for `chatseek embed status`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    DIM_FIELD_NUMBER: _builtins.int
+    CHATS_FIELD_NUMBER: _builtins.int
+    TOTAL_PENDING_FIELD_NUMBER: _builtins.int
+    CACHED_VECTORS_FIELD_NUMBER: _builtins.int
+    UNITS_PER_S_FIELD_NUMBER: _builtins.int
+    ETA_S_FIELD_NUMBER: _builtins.int
+    LAST_WRITE_S_AGO_FIELD_NUMBER: _builtins.int
+    SINCE_START_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    """The current embedding space; null before the first vector."""
+    dim: _builtins.int
+    total_pending: _builtins.int
+    """Units waiting for a vector, in every chat."""
+    cached_vectors: _builtins.int
+    """Vectors kept by content hash, reused for identical text."""
+    units_per_s: _builtins.float
+    """Units written per second lately; null without a rate."""
+    eta_s: _builtins.float
+    """Seconds until every pending unit is embedded at that rate: 0 when none is pending, null
+    without a rate.
+    """
+    last_write_s_ago: _builtins.float
+    """Seconds since the last vector was written; null before the first."""
+    @_builtins.property
+    def chats(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChatEmbedding]:
+        """Per chat of the account, by account then chat id."""
+
+    @_builtins.property
+    def since_start(self) -> Global___EmbedCounts:
+        """Units written since the vector service started."""
+
+    def __init__(
+        self,
+        *,
+        model: _builtins.str | None = ...,
+        dim: _builtins.int | None = ...,
+        chats: _abc.Iterable[Global___ChatEmbedding] | None = ...,
+        total_pending: _builtins.int = ...,
+        cached_vectors: _builtins.int = ...,
+        units_per_s: _builtins.float | None = ...,
+        eta_s: _builtins.float | None = ...,
+        last_write_s_ago: _builtins.float | None = ...,
+        since_start: Global___EmbedCounts | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_dim", b"_dim", "_eta_s", b"_eta_s", "_last_write_s_ago", b"_last_write_s_ago", "_model", b"_model", "_units_per_s", b"_units_per_s", "dim", b"dim", "eta_s", b"eta_s", "last_write_s_ago", b"last_write_s_ago", "model", b"model", "since_start", b"since_start", "units_per_s", b"units_per_s"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dim", b"_dim", "_eta_s", b"_eta_s", "_last_write_s_ago", b"_last_write_s_ago", "_model", b"_model", "_units_per_s", b"_units_per_s", "cached_vectors", b"cached_vectors", "chats", b"chats", "dim", b"dim", "eta_s", b"eta_s", "last_write_s_ago", b"last_write_s_ago", "model", b"model", "since_start", b"since_start", "total_pending", b"total_pending", "units_per_s", b"units_per_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__dim: _TypeAlias = _typing.Literal["dim"]  # noqa: Y015
+    _WhichOneofArgType__dim: _TypeAlias = _typing.Literal["_dim", b"_dim"]  # noqa: Y015
+    _WhichOneofReturnType__eta_s: _TypeAlias = _typing.Literal["eta_s"]  # noqa: Y015
+    _WhichOneofArgType__eta_s: _TypeAlias = _typing.Literal["_eta_s", b"_eta_s"]  # noqa: Y015
+    _WhichOneofReturnType__last_write_s_ago: _TypeAlias = _typing.Literal["last_write_s_ago"]  # noqa: Y015
+    _WhichOneofArgType__last_write_s_ago: _TypeAlias = _typing.Literal["_last_write_s_ago", b"_last_write_s_ago"]  # noqa: Y015
+    _WhichOneofReturnType__model: _TypeAlias = _typing.Literal["model"]  # noqa: Y015
+    _WhichOneofArgType__model: _TypeAlias = _typing.Literal["_model", b"_model"]  # noqa: Y015
+    _WhichOneofReturnType__units_per_s: _TypeAlias = _typing.Literal["units_per_s"]  # noqa: Y015
+    _WhichOneofArgType__units_per_s: _TypeAlias = _typing.Literal["_units_per_s", b"_units_per_s"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__dim) -> _WhichOneofReturnType__dim | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__eta_s) -> _WhichOneofReturnType__eta_s | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__last_write_s_ago) -> _WhichOneofReturnType__last_write_s_ago | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__model) -> _WhichOneofReturnType__model | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__units_per_s) -> _WhichOneofReturnType__units_per_s | None: ...
+
+Global___EmbedStatusResult: _TypeAlias = EmbedStatusResult  # noqa: Y015
+
+@_typing.final
+class ChatEmbedding(_message.Message):
+    """One chat's units with and without a vector of the current space."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    EMBEDDED_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    chat_id: _builtins.int
+    pending: _builtins.int
+    embedded: _builtins.int
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        chat_id: _builtins.int = ...,
+        pending: _builtins.int = ...,
+        embedded: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "chat_id", b"chat_id", "embedded", b"embedded", "pending", b"pending"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChatEmbedding: _TypeAlias = ChatEmbedding  # noqa: Y015
+
+@_typing.final
+class EmbedCounts(_message.Message):
+    """Units handled: embedded by the model, given the cached vector of an identical text, or
+    skipped (re-cut while they were embedded; the feed queues them again).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EMBEDDED_FIELD_NUMBER: _builtins.int
+    CACHED_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    embedded: _builtins.int
+    cached: _builtins.int
+    skipped: _builtins.int
+    def __init__(
+        self,
+        *,
+        embedded: _builtins.int = ...,
+        cached: _builtins.int = ...,
+        skipped: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached", b"cached", "embedded", b"embedded", "skipped", b"skipped"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EmbedCounts: _TypeAlias = EmbedCounts  # noqa: Y015
+
+@_typing.final
 class Chat(_message.Message):
     """A chat as a result shows it; only account and id when the store has no row for it."""
 
