@@ -28,11 +28,13 @@ RESULTS: dict[str, type[Message]] = {
     "message_links": common_pb2.MessageLinksResult,
     "status": gateway_pb.StatusResult,
     "embed_status": common_pb2.EmbedStatusResult,
+    "backup": gateway_pb.BackupResult,
+    "verify": common_pb2.VerifyReport,
 }
 # Pinned before their RPCs were typed; read back once they are.
-NOT_TYPED_YET = ("backup", "verify")
+NOT_TYPED_YET: tuple[str, ...] = ()
 MCP_ONLY = ("synced",)
-# A value of each masked top-level key of the right type, to read the pinned copy back with.
+# A value of the right type for each masked key, to read the pinned copy back with.
 VOLATILE_SAMPLES: dict[str, Any] = {
     "took_ms": 1.5,
     "index_age_min": 1.5,
@@ -42,16 +44,26 @@ VOLATILE_SAMPLES: dict[str, Any] = {
     "since_start": {"embedded": 3, "cached": 2, "skipped": 1},
     "checked_at": 1700000000,
     "directory": "/backup",
+    "bytes": 4096,
 }
+
+
+def _unmask(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: VOLATILE_SAMPLES[k] if v == "<volatile>" and k in VOLATILE_SAMPLES else _unmask(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_unmask(v) for v in value]
+    return value
 
 
 def _pinned(path: Path) -> tuple[dict[str, Any], type[Message]]:
     doc = as_typed_prints(json.loads(path.read_text(encoding="utf-8")))
     for key in MCP_ONLY:
         doc.pop(key, None)
-    for key, sample in VOLATILE_SAMPLES.items():
-        if doc.get(key) == "<volatile>":
-            doc[key] = sample
+    doc = _unmask(doc)
     # Hybrid coverage counts unix seconds, strict coverage writes ISO dates.
     fetched: Any = "2023-11-14T22:13:20Z" if "items" in doc else 1700000000
     for chat in (doc.get("coverage") or {}).get("chats", []):
@@ -149,3 +161,10 @@ def test_a_oneof_is_one_key_holding_the_set_member_and_reads_back_by_its_shape()
     assert from_json({"details": {}}, gateway_pb.ServiceReport()).WhichOneof("details") == "none"
     with pytest.raises(KeyError):
         from_json({"details": {"nothing": 1}}, gateway_pb.ServiceReport())
+
+
+def test_a_verify_report_names_what_was_repaired_only_after_a_repair() -> None:
+    plain = {"ok": True, "findings": [], "checked_at": 1}
+    assert to_json(from_json(plain, common_pb2.VerifyReport())) == plain
+    repaired = {**plain, "repaired": ["lexical: rebuilt the word indexes"]}
+    assert to_json(from_json(repaired, common_pb2.VerifyReport())) == repaired

@@ -31,6 +31,7 @@ from chatseek_core.proto_json import from_document
 __all__ = [
     "SEARCH_MODE_NAMES",
     "SOURCE_NAMES",
+    "event_report",
     "from_json",
     "mode_word",
     "parse_mode",
@@ -217,6 +218,15 @@ def result_json(result: Message) -> dict[str, Any]:
     if isinstance(result, common_pb2.Document):
         return from_document(result)
     return to_json(result)
+
+
+def event_report(event: common_pb2.OperationEvent) -> dict[str, Any] | None:
+    """The final report an ``OperationEvent`` carries, as JSON; None for progress (or none)."""
+    kind = event.WhichOneof("event")
+    if kind is None or kind == "progress":
+        return None
+    report: Message = getattr(event, kind)
+    return result_json(report)
 
 
 def from_json(doc: Mapping[str, Any], message: M) -> M:

@@ -27,9 +27,10 @@ from chatseek.vector.v1 import vector_service_pb2 as vector_pb
 from chatseek_core.aio import to_thread
 from chatseek_core.client import call, decode_error
 from chatseek_core.errors import ChatseekError, InvalidArgument
-from chatseek_core.proto_json import document, operation_progress, operation_result, to_python
+from chatseek_core.proto_json import document, operation_progress, to_python
 from chatseek_core.settings import SERVICES
 from chatseek_core.version import VERSION
+from chatseek_core.wire_json import from_json
 from chatseek_gateway.deps import Deps
 from chatseek_gateway.peers import Peers
 from chatseek_gateway.service.common import Ctx, account_of, chat_ids, forward_events
@@ -179,7 +180,8 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
                 repaired.append("vector: embedded what was missing")
             report = await to_thread(verify_store, data_dir)
             report["repaired"] = repaired
-        yield pb.VerifyResponse(event=operation_result(report))
+        typed = from_json(report, common_pb2.VerifyReport())
+        yield pb.VerifyResponse(event=common_pb2.OperationEvent(verify=typed))
 
     async def Backup(self, request: pb.BackupRequest, context: Ctx) -> pb.BackupResponse:
         if not request.directory:
@@ -187,7 +189,7 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
                 "name a directory to back up into", metadata={"field": "directory"}
             )
         result = await to_thread(backup, self._deps.settings.data_dir, Path(request.directory))
-        return pb.BackupResponse(result=document(result))
+        return pb.BackupResponse(result=from_json(result, pb.BackupResult()))
 
     # --- indexes and models ---
 

@@ -417,31 +417,111 @@ Global___Document: _TypeAlias = Document  # noqa: Y015
 
 @_typing.final
 class OperationEvent(_message.Message):
-    """One event of a streamed long-running operation: progress updates, then the final report."""
+    """One event of a streamed long-running operation: progress updates, then the final report:
+    typed where the operation's report has a fixed shape, else a JSON document.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     PROGRESS_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_NUMBER: _builtins.int
+    VERIFY_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def progress(self) -> Global___Progress: ...
     @_builtins.property
     def result(self) -> Global___Document: ...
+    @_builtins.property
+    def verify(self) -> Global___VerifyReport: ...
     def __init__(
         self,
         *,
         progress: Global___Progress | None = ...,
         result: Global___Document | None = ...,
+        verify: Global___VerifyReport | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "progress", b"progress", "result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "progress", b"progress", "result", b"result", "verify", b"verify"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "progress", b"progress", "result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "progress", b"progress", "result", b"result", "verify", b"verify"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "result"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "result", "verify"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
 Global___OperationEvent: _TypeAlias = OperationEvent  # noqa: Y015
+
+@_typing.final
+class VerifyReport(_message.Message):
+    """The report of `chatseek verify`: every check of the derived stores against their sources."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OK_FIELD_NUMBER: _builtins.int
+    FINDINGS_FIELD_NUMBER: _builtins.int
+    CHECKED_AT_FIELD_NUMBER: _builtins.int
+    REPAIRED_FIELD_NUMBER: _builtins.int
+    ok: _builtins.bool
+    """True when every check found no problem."""
+    checked_at: _builtins.int
+    """Unix seconds UTC of the (last) check."""
+    @_builtins.property
+    def findings(self) -> _containers.RepeatedCompositeFieldContainer[Global___VerifyFinding]: ...
+    @_builtins.property
+    def repaired(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """With repair: what was replayed before the second check; left out without repair."""
+
+    def __init__(
+        self,
+        *,
+        ok: _builtins.bool = ...,
+        findings: _abc.Iterable[Global___VerifyFinding] | None = ...,
+        checked_at: _builtins.int = ...,
+        repaired: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checked_at", b"checked_at", "findings", b"findings", "ok", b"ok", "repaired", b"repaired"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyReport: _TypeAlias = VerifyReport  # noqa: Y015
+
+@_typing.final
+class VerifyFinding(_message.Message):
+    """One check of verify."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHECK_FIELD_NUMBER: _builtins.int
+    OK_FIELD_NUMBER: _builtins.int
+    PROBLEMS_FIELD_NUMBER: _builtins.int
+    EXAMPLES_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    check: _builtins.str
+    """What is checked, one sentence, stable across runs."""
+    ok: _builtins.bool
+    problems: _builtins.int
+    """Rows that break it."""
+    note: _builtins.str
+    @_builtins.property
+    def examples(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """A few of them, one line each."""
+
+    def __init__(
+        self,
+        *,
+        check: _builtins.str = ...,
+        ok: _builtins.bool = ...,
+        problems: _builtins.int = ...,
+        examples: _abc.Iterable[_builtins.str] | None = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["check", b"check", "examples", b"examples", "note", b"note", "ok", b"ok", "problems", b"problems"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyFinding: _TypeAlias = VerifyFinding  # noqa: Y015
 
 @_typing.final
 class ServiceStatus(_message.Message):

@@ -1715,11 +1715,11 @@ class BackupResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> Global___BackupResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: Global___BackupResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1728,3 +1728,55 @@ class BackupResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BackupResponse: _TypeAlias = BackupResponse  # noqa: Y015
+
+@_typing.final
+class BackupResult(_message.Message):
+    """The copies a backup wrote."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILES_FIELD_NUMBER: _builtins.int
+    DIRECTORY_FIELD_NUMBER: _builtins.int
+    directory: _builtins.str
+    """The directory the copies are in (absolute, on the gateway's file system)."""
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___BackupFile]:
+        """One per database file, in the order of the owners (ingest, unitize, lexical, vector)."""
+
+    def __init__(
+        self,
+        *,
+        files: _abc.Iterable[Global___BackupFile] | None = ...,
+        directory: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["directory", b"directory", "files", b"files"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupResult: _TypeAlias = BackupResult  # noqa: Y015
+
+@_typing.final
+class BackupFile(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILE_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    file: _builtins.str
+    """The file's name, e.g. ingest.db."""
+    bytes: _builtins.int
+    """Its size in bytes."""
+    def __init__(
+        self,
+        *,
+        file: _builtins.str = ...,
+        bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "file", b"file"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupFile: _TypeAlias = BackupFile  # noqa: Y015
