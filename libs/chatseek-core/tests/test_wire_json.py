@@ -10,6 +10,7 @@ import pytest
 from google.protobuf.message import Message
 
 from chatseek.common.v1 import common_pb2
+from chatseek.embed.v1 import embed_service_pb2 as embed_pb
 from chatseek.gateway.v1 import gateway_service_pb2 as gateway_pb
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.wire_json import from_json, mode_word, parse_mode, parse_source, to_json
@@ -30,9 +31,11 @@ RESULTS: dict[str, type[Message]] = {
     "embed_status": common_pb2.EmbedStatusResult,
     "backup": gateway_pb.BackupResult,
     "verify": common_pb2.VerifyReport,
+    "models_list": embed_pb.KnownModelsResult,
+    "models_verify": embed_pb.VerifyModelsResult,
 }
 # Pinned before their RPCs were typed; read back once they are.
-NOT_TYPED_YET = ("models_list", "models_verify")
+NOT_TYPED_YET: tuple[str, ...] = ()
 MCP_ONLY = ("synced",)
 # A value of the right type for each masked key, to read the pinned copy back with.
 VOLATILE_SAMPLES: dict[str, Any] = {

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
 
 import grpc
-from google.protobuf import json_format
 from grpc_health.v1 import health_pb2
 
 from chatseek.common.v1 import common_pb2
@@ -27,7 +26,7 @@ from chatseek.vector.v1 import vector_service_pb2 as vector_pb
 from chatseek_core.aio import to_thread
 from chatseek_core.client import call, decode_error
 from chatseek_core.errors import ChatseekError, InvalidArgument
-from chatseek_core.proto_json import document, operation_progress, to_python
+from chatseek_core.proto_json import operation_progress
 from chatseek_core.settings import SERVICES
 from chatseek_core.version import VERSION
 from chatseek_core.wire_json import from_json
@@ -247,8 +246,8 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
             known = await call(
                 embed.KnownModels, embed_pb.KnownModelsRequest(), idempotent=True, peer="embed"
             )
-            result = known.result
-        elif request.action == "download":
+            return pb.ModelsResponse(listed=known.result)
+        if request.action == "download":
             if len(request.names) != 1:
                 raise InvalidArgument("download takes one model name", metadata={"field": "names"})
             downloaded = await call(
@@ -257,8 +256,8 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
                 timeout=MODELS_TIMEOUT_S,
                 peer="embed",
             )
-            result = downloaded.result
-        elif request.action == "verify":
+            return pb.ModelsResponse(downloaded=downloaded.result)
+        if request.action == "verify":
             verified = await call(
                 embed.VerifyModels,
                 embed_pb.VerifyModelsRequest(names=list(request.names)),
@@ -266,10 +265,8 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
                 idempotent=True,
                 peer="embed",
             )
-            result = verified.result
-        else:
-            raise InvalidArgument(
-                f"models action {request.action!r} is not list, download or verify",
-                metadata={"field": "action"},
-            )
-        return pb.ModelsResponse(result=document(to_python(json_format.MessageToDict(result))))
+            return pb.ModelsResponse(verified=verified.result)
+        raise InvalidArgument(
+            f"models action {request.action!r} is not list, download or verify",
+            metadata={"field": "action"},
+        )

@@ -1408,19 +1408,29 @@ Global___ModelsRequest: _TypeAlias = ModelsRequest  # noqa: Y015
 class ModelsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    RESULT_FIELD_NUMBER: _builtins.int
+    LISTED_FIELD_NUMBER: _builtins.int
+    DOWNLOADED_FIELD_NUMBER: _builtins.int
+    VERIFIED_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def listed(self) -> _embed_service_pb2.KnownModelsResult: ...
+    @_builtins.property
+    def downloaded(self) -> _embed_service_pb2.ModelReport: ...
+    @_builtins.property
+    def verified(self) -> _embed_service_pb2.VerifyModelsResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        listed: _embed_service_pb2.KnownModelsResult | None = ...,
+        downloaded: _embed_service_pb2.ModelReport | None = ...,
+        verified: _embed_service_pb2.VerifyModelsResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["downloaded", b"downloaded", "listed", b"listed", "result", b"result", "verified", b"verified"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["downloaded", b"downloaded", "listed", b"listed", "result", b"result", "verified", b"verified"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["listed", "downloaded", "verified"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
 
 Global___ModelsResponse: _TypeAlias = ModelsResponse  # noqa: Y015
 
