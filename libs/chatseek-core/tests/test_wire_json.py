@@ -33,9 +33,12 @@ RESULTS: dict[str, type[Message]] = {
     "verify": common_pb2.VerifyReport,
     "models_list": embed_pb.KnownModelsResult,
     "models_verify": embed_pb.VerifyModelsResult,
+    "embed": common_pb2.EmbedReport,
+    "reindex_lexical": common_pb2.WordIndexReport,
+    "reindex_vector": common_pb2.EmbedReport,
 }
 # Pinned before their RPCs were typed; read back once they are.
-NOT_TYPED_YET = ("embed", "reindex_lexical", "reindex_vector")
+NOT_TYPED_YET: tuple[str, ...] = ()
 MCP_ONLY = ("synced",)
 # A value of the right type for each masked key, to read the pinned copy back with.
 VOLATILE_SAMPLES: dict[str, Any] = {

@@ -16,7 +16,6 @@ from chatseek.vector.v1 import vector_service_pb2 as pb
 from chatseek.vector.v1 import vector_service_pb2_grpc
 from chatseek_core import db, errors, feed
 from chatseek_core.client import call, decode_error
-from chatseek_core.proto_json import from_document
 from chatseek_core.testing import serving, temp_settings
 from chatseek_core.wire_json import to_json
 from chatseek_embed import server as embed_server
@@ -66,8 +65,8 @@ async def _index(stub: Any, **kwargs: Any) -> dict[str, Any]:
     result: dict[str, Any] = {}
     try:
         async for response in stub.IndexUnits(pb.IndexUnitsRequest(**kwargs), timeout=60):
-            if response.event.WhichOneof("event") == "result":
-                result = from_document(response.event.result)
+            if response.event.WhichOneof("event") == "embed":
+                result = to_json(response.event.embed)
     except grpc.aio.AioRpcError as err:
         raise decode_error(err) from None
     return result
@@ -176,8 +175,8 @@ async def test_a_pass_over_many_batches_embeds_every_unit_once_with_progress(
     done: list[int] = []
     result: dict[str, Any] = {}
     async for response in stub.IndexUnits(pb.IndexUnitsRequest(), timeout=60):
-        if response.event.WhichOneof("event") == "result":
-            result = from_document(response.event.result)
+        if response.event.WhichOneof("event") == "embed":
+            result = to_json(response.event.embed)
         else:
             done.append(response.event.progress.done)
     assert result == {

@@ -15,7 +15,7 @@ from chatseek.vector.v1 import vector_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.aio import progress_stream, to_thread
 from chatseek_core.errors import InvalidArgument
-from chatseek_core.proto_json import operation_progress, operation_result
+from chatseek_core.proto_json import operation_progress
 from chatseek_core.status import service_status
 from chatseek_core.wire_json import from_json
 from chatseek_vector import index, knn, spaces
@@ -61,7 +61,8 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
                 yield pb.IndexUnitsResponse(event=operation_progress("embed", done, total, "units"))
             else:
                 report = cast("EmbedPass", value)
-                yield pb.IndexUnitsResponse(event=operation_result(report.to_dict()))
+                typed = common_pb2.EmbedReport(**report.to_dict())
+                yield pb.IndexUnitsResponse(event=common_pb2.OperationEvent(embed=typed))
 
     async def Knn(self, request: pb.KnnRequest, context: Ctx) -> pb.KnnResponse:
         if request.k < 0:

@@ -426,28 +426,97 @@ class OperationEvent(_message.Message):
     PROGRESS_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_NUMBER: _builtins.int
     VERIFY_FIELD_NUMBER: _builtins.int
+    EMBED_FIELD_NUMBER: _builtins.int
+    WORD_INDEX_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def progress(self) -> Global___Progress: ...
     @_builtins.property
     def result(self) -> Global___Document: ...
     @_builtins.property
     def verify(self) -> Global___VerifyReport: ...
+    @_builtins.property
+    def embed(self) -> Global___EmbedReport: ...
+    @_builtins.property
+    def word_index(self) -> Global___WordIndexReport: ...
     def __init__(
         self,
         *,
         progress: Global___Progress | None = ...,
         result: Global___Document | None = ...,
         verify: Global___VerifyReport | None = ...,
+        embed: Global___EmbedReport | None = ...,
+        word_index: Global___WordIndexReport | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "progress", b"progress", "result", b"result", "verify", b"verify"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["embed", b"embed", "event", b"event", "progress", b"progress", "result", b"result", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "progress", b"progress", "result", b"result", "verify", b"verify"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embed", b"embed", "event", b"event", "progress", b"progress", "result", b"result", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "result", "verify"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "result", "verify", "embed", "word_index"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
 Global___OperationEvent: _TypeAlias = OperationEvent  # noqa: Y015
+
+@_typing.final
+class EmbedReport(_message.Message):
+    """The report of an embedding pass (`chatseek embed`, `reindex vector`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EMBEDDED_FIELD_NUMBER: _builtins.int
+    CACHED_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    REMAINING_FIELD_NUMBER: _builtins.int
+    embedded: _builtins.int
+    """Units embedded by the model."""
+    cached: _builtins.int
+    """Units given the cached vector of an identical text."""
+    skipped: _builtins.int
+    """Units re-cut while they were embedded (the feed queues them again)."""
+    remaining: _builtins.int
+    """Units still without a vector (a pass stopped early, or new ones)."""
+    def __init__(
+        self,
+        *,
+        embedded: _builtins.int = ...,
+        cached: _builtins.int = ...,
+        skipped: _builtins.int = ...,
+        remaining: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached", b"cached", "embedded", b"embedded", "remaining", b"remaining", "skipped", b"skipped"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EmbedReport: _TypeAlias = EmbedReport  # noqa: Y015
+
+@_typing.final
+class WordIndexReport(_message.Message):
+    """The report of `chatseek reindex lexical`: rows in the rebuilt word indexes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    UNITS_FIELD_NUMBER: _builtins.int
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    messages: _builtins.int
+    units: _builtins.int
+    chunks: _builtins.int
+    def __init__(
+        self,
+        *,
+        messages: _builtins.int = ...,
+        units: _builtins.int = ...,
+        chunks: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "messages", b"messages", "units", b"units"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WordIndexReport: _TypeAlias = WordIndexReport  # noqa: Y015
 
 @_typing.final
 class VerifyReport(_message.Message):
