@@ -6,7 +6,7 @@ copy captured on main before fusion and the gateway answered in typed messages
 (``tests/wire_helpers.py``): hybrid hits with their comments, word-only hits, coverage and
 warnings, conversation search and its readers, strict message search, thread, context and
 evidence; the ops reports (status, embed status, verify, backup, models) and the reports of
-embed and reindex.
+embed and reindex; message stats.
 """
 
 from __future__ import annotations
@@ -169,3 +169,14 @@ def test_the_index_reports_are_unchanged(env: dict[str, str]) -> None:
     assert_pinned("cli_embed", cli_json(env, "embed", "--json"))
     assert_pinned("cli_reindex_lexical", cli_json(env, "reindex", "lexical", "--json"))
     assert_pinned("cli_reindex_vector", cli_json(env, "reindex", "vector", "--json"))
+
+
+@pytest.mark.parametrize("by", ["chat", "sender", "day", "hour"])
+def test_the_message_stats_json_is_unchanged(env: dict[str, str], by: str) -> None:
+    args = ("messages", "stats", "--by", by, "--json", "--", "банк* OR bank* OR deposit")
+    assert_pinned(f"cli_messages_stats_{by}", cli_json(env, *args))
+
+
+def test_the_mcp_message_stats_are_unchanged(env: dict[str, str]) -> None:
+    found = _tool(env, "messages_stats", query="has:file OR invoice", by="sender")
+    assert_pinned("mcp_messages_stats", found)

@@ -38,7 +38,7 @@ RESULTS: dict[str, type[Message]] = {
     "reindex_vector": common_pb2.EmbedReport,
 }
 # Pinned before their RPCs were typed; read back once they are.
-NOT_TYPED_YET: tuple[str, ...] = ()
+NOT_TYPED_YET = ("messages_stats",)
 MCP_ONLY = ("synced",)
 # A value of the right type for each masked key, to read the pinned copy back with.
 VOLATILE_SAMPLES: dict[str, Any] = {
@@ -79,7 +79,7 @@ def _pinned(path: Path) -> tuple[dict[str, Any], type[Message]]:
         if chat.get("last_fetched_at") == "<volatile>":
             chat["last_fetched_at"] = fetched
     name = path.stem.split("_", 1)[1]
-    if name in NOT_TYPED_YET:
+    if name.startswith(NOT_TYPED_YET):
         pytest.skip(f"{name} is not typed yet")
     kind = next(k for k in RESULTS if name.startswith(k))
     return doc, RESULTS[kind]
