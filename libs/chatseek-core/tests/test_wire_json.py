@@ -36,9 +36,10 @@ RESULTS: dict[str, type[Message]] = {
     "embed": common_pb2.EmbedReport,
     "reindex_lexical": common_pb2.WordIndexReport,
     "reindex_vector": common_pb2.EmbedReport,
+    "messages_stats": common_pb2.StatsResult,
 }
 # Pinned before their RPCs were typed; read back once they are.
-NOT_TYPED_YET = ("messages_stats",)
+NOT_TYPED_YET: tuple[str, ...] = ()
 MCP_ONLY = ("synced",)
 # A value of the right type for each masked key, to read the pinned copy back with.
 VOLATILE_SAMPLES: dict[str, Any] = {
@@ -177,3 +178,9 @@ def test_a_verify_report_names_what_was_repaired_only_after_a_repair() -> None:
     assert to_json(from_json(plain, common_pb2.VerifyReport())) == plain
     repaired = {**plain, "repaired": ["lexical: rebuilt the word indexes"]}
     assert to_json(from_json(repaired, common_pb2.VerifyReport())) == repaired
+
+
+def test_a_stats_bucket_key_is_text_a_sender_id_or_null() -> None:
+    for key in ("tg:default/-1001", 5237714402, None):
+        doc = {"key": key, "label": "x", "count": 1}
+        assert to_json(from_json(doc, common_pb2.StatsBucket())) == doc

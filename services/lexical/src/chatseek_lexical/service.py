@@ -270,7 +270,8 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
             )
             return counted.to_json()
 
-        return pb.MessageStatsResponse(result=document(await self._as_of_arrival(answer)))
+        doc = await self._as_of_arrival(answer)
+        return pb.MessageStatsResponse(result=from_json(doc, common_pb2.StatsResult()))
 
     async def Reindex(
         self, request: pb.ReindexRequest, context: Ctx

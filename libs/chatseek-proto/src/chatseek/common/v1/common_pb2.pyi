@@ -2289,11 +2289,89 @@ class CoveredChat(_message.Message):
 Global___CoveredChat: _TypeAlias = CoveredChat  # noqa: Y015
 
 @_typing.final
-class MessagesCoverage(_message.Message):
+class StatsResult(_message.Message):
     """What a strict answer covers. inventory_complete is false: the store does not verify that it
     holds every chat of an account.
+    Counts of exactly the messages a strict search would find, grouped `by`.
     """
 
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BY_FIELD_NUMBER: _builtins.int
+    BUCKETS_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    LOWER_BOUND_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    WORDS_READY_FIELD_NUMBER: _builtins.int
+    COVERAGE_FIELD_NUMBER: _builtins.int
+    by: _builtins.str
+    """chat, sender, day or hour."""
+    total: _builtins.int
+    lower_bound: _builtins.bool
+    """True when a searched chat is not completely downloaded: the counts may grow."""
+    words_ready: _builtins.bool
+    @_builtins.property
+    def buckets(self) -> _containers.RepeatedCompositeFieldContainer[Global___StatsBucket]:
+        """Largest first for chat and sender; in time order for day and hour."""
+
+    @_builtins.property
+    def query(self) -> Global___QueryInfo: ...
+    @_builtins.property
+    def coverage(self) -> Global___MessagesCoverage: ...
+    def __init__(
+        self,
+        *,
+        by: _builtins.str = ...,
+        buckets: _abc.Iterable[Global___StatsBucket] | None = ...,
+        total: _builtins.int = ...,
+        lower_bound: _builtins.bool = ...,
+        query: Global___QueryInfo | None = ...,
+        words_ready: _builtins.bool = ...,
+        coverage: Global___MessagesCoverage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["coverage", b"coverage", "query", b"query"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["buckets", b"buckets", "by", b"by", "coverage", b"coverage", "lower_bound", b"lower_bound", "query", b"query", "total", b"total", "words_ready", b"words_ready"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StatsResult: _TypeAlias = StatsResult  # noqa: Y015
+
+@_typing.final
+class StatsBucket(_message.Message):
+    """One group of a count."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXT_KEY_FIELD_NUMBER: _builtins.int
+    SENDER_ID_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    text_key: _builtins.str
+    sender_id: _builtins.int
+    label: _builtins.str
+    """Readable: the chat's title, the sender's name, or the day or hour again."""
+    count: _builtins.int
+    def __init__(
+        self,
+        *,
+        text_key: _builtins.str = ...,
+        sender_id: _builtins.int = ...,
+        label: _builtins.str = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "sender_id", b"sender_id", "text_key", b"text_key"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "key", b"key", "label", b"label", "sender_id", b"sender_id", "text_key", b"text_key"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_key: _TypeAlias = _typing.Literal["text_key", "sender_id"]  # noqa: Y015
+    _WhichOneofArgType_key: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_key) -> _WhichOneofReturnType_key | None: ...
+
+Global___StatsBucket: _TypeAlias = StatsBucket  # noqa: Y015
+
+@_typing.final
+class MessagesCoverage(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNTS_FIELD_NUMBER: _builtins.int
