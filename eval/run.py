@@ -131,9 +131,9 @@ class Stack:
 
     def status(self) -> dict[str, Any]:
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
-        from chatseek_core.proto_json import from_document
+        from chatseek_core.wire_json import to_json
 
-        doc = from_document(self.stubs.ops.Status(pb.StatusRequest(), timeout=30).result)
+        doc = to_json(self.stubs.ops.Status(pb.StatusRequest(), timeout=30).result)
         return {s["name"]: s for s in doc["services"]}
 
     def settle(self) -> None:

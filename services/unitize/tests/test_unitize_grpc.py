@@ -10,14 +10,13 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import json_format
 from helpers_unitize import ACCOUNT, GROUP, Stores, make_stores, msg
 
 from chatseek.unitize.v1 import unitize_service_pb2 as pb
 from chatseek.unitize.v1 import unitize_service_pb2_grpc
 from chatseek_core.client import call, decode_error
 from chatseek_core.errors import ChatseekError
-from chatseek_core.proto_json import from_document, to_python
+from chatseek_core.proto_json import from_document
 from chatseek_core.wire_json import to_json
 from chatseek_testing.services import serving, temp_settings
 from chatseek_unitize.server import create_server, open_deps
@@ -55,7 +54,7 @@ async def _status(stub: Any) -> dict[str, Any]:
     return {
         "feed_lag": dict(status.feed_lag),
         "schema_version": status.schema_version,
-        **to_python(json_format.MessageToDict(status.details)),
+        **to_json(status.unitize),
     }
 
 

@@ -9,7 +9,10 @@ is shorter and says the rules in one place:
 * an enum is its value name without the enum's prefix, lower case (``CHAT_KIND_FORUM`` →
   ``"forum"``); the ``_UNSPECIFIED`` value is null;
 * an unset ``optional`` or message field is null, and a field marked
-  ``[(chatseek.common.v1.omit_empty) = true]`` is left out when unset, empty or the default.
+  ``[(chatseek.common.v1.omit_empty) = true]`` is left out when unset, empty or the default;
+* a ``oneof`` is one key, its own name, at its first member's place: the set member's value,
+  null when none is set (read back through the first member whose type takes the value: an
+  object, the first message with a field for each of its keys).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from chatseek_core.proto_json import from_document
 __all__ = [
     "SEARCH_MODE_NAMES",
     "SOURCE_NAMES",
+    "event_report",
     "from_json",
     "mode_word",
     "parse_mode",
@@ -56,6 +60,14 @@ SEARCH_MODE_NAMES: dict[str, common_pb2.SearchMode.ValueType] = {
 }
 
 _prefixes: dict[str, str] = {}
+_INT_TYPES = frozenset(
+    {
+        FieldDescriptor.CPPTYPE_INT32,
+        FieldDescriptor.CPPTYPE_INT64,
+        FieldDescriptor.CPPTYPE_UINT32,
+        FieldDescriptor.CPPTYPE_UINT64,
+    }
+)
 
 
 def _parse(field: str, value: str, names: Mapping[str, E]) -> E:
@@ -137,10 +149,44 @@ def _omit(field: _Field) -> bool:
     return bool(field.GetOptions().Extensions[common_pb2.omit_empty])
 
 
+def _oneof(field: _Field) -> Any:
+    """The real ``oneof`` ``field`` belongs to; None for none or a proto3 ``optional``'s own."""
+    oneof = field.containing_oneof
+    if oneof is None or (len(oneof.fields) == 1 and oneof.name == f"_{field.name}"):
+        return None
+    return oneof
+
+
+def _takes(field: _Field, value: Any) -> bool:
+    """Whether a oneof member of ``field``'s type can hold the JSON ``value``."""
+    cpp = field.cpp_type
+    if isinstance(value, bool):
+        return bool(cpp == FieldDescriptor.CPPTYPE_BOOL)
+    if isinstance(value, int):
+        return cpp in _INT_TYPES
+    if isinstance(value, float):
+        return cpp in (FieldDescriptor.CPPTYPE_DOUBLE, FieldDescriptor.CPPTYPE_FLOAT)
+    if isinstance(value, str):
+        return cpp in (FieldDescriptor.CPPTYPE_STRING, FieldDescriptor.CPPTYPE_ENUM)
+    if cpp != FieldDescriptor.CPPTYPE_MESSAGE or not isinstance(value, Mapping):
+        return False
+    return all(key in field.message_type.fields_by_name for key in value)
+
+
 def to_json(message: Message) -> dict[str, Any]:
     """The JSON object of a typed message (the rules are in the module docstring)."""
     out: dict[str, Any] = {}
     for field in message.DESCRIPTOR.fields:
+        oneof = _oneof(field)
+        if oneof is not None:
+            if oneof.name not in out:
+                which = message.WhichOneof(oneof.name)
+                out[oneof.name] = (
+                    None
+                    if which is None
+                    else _scalar(message.DESCRIPTOR.fields_by_name[which], getattr(message, which))
+                )
+            continue
         value = getattr(message, field.name)
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             entry = field.message_type.fields_by_name["value"]
@@ -174,6 +220,15 @@ def result_json(result: Message) -> dict[str, Any]:
     return to_json(result)
 
 
+def event_report(event: common_pb2.OperationEvent) -> dict[str, Any] | None:
+    """The final report an ``OperationEvent`` carries, as JSON; None for progress (or none)."""
+    kind = event.WhichOneof("event")
+    if kind is None or kind == "progress":
+        return None
+    report: Message = getattr(event, kind)
+    return result_json(report)
+
+
 def from_json(doc: Mapping[str, Any], message: M) -> M:
     """Fill ``message`` from a JSON-shaped mapping by the same rules, and return it.
 
@@ -183,11 +238,18 @@ def from_json(doc: Mapping[str, Any], message: M) -> M:
     Raises:
         KeyError: a key the message has no field for (a result shape drifting from its proto).
     """
-    fields = message.DESCRIPTOR.fields_by_name
+    descriptor = message.DESCRIPTOR
     for key, value in doc.items():
-        field = fields[key]
         if value is None:
             continue
+        if key in descriptor.oneofs_by_name and key not in descriptor.fields_by_name:
+            members = descriptor.oneofs_by_name[key].fields
+            field = next((f for f in members if _takes(f, value)), None)
+            if field is None:
+                raise KeyError(f"{descriptor.name}.{key} has no member that takes {value!r}")
+            key = field.name
+        else:
+            field = descriptor.fields_by_name[key]
         target = getattr(message, key)
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             entry = field.message_type.fields_by_name["value"]

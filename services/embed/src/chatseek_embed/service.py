@@ -7,12 +7,12 @@ from typing import Any
 
 import grpc
 import numpy as np
-from google.protobuf import struct_pb2
 
 from chatseek.embed.v1 import embed_service_pb2 as pb
 from chatseek.embed.v1 import embed_service_pb2_grpc
 from chatseek_core.aio import to_thread
 from chatseek_core.errors import ChatseekError, InvalidArgument, ModelUnavailable
+from chatseek_core.wire_json import from_json
 from chatseek_embed import registry
 from chatseek_embed.contract import Embedder, IdentityLike, check_query, check_texts
 from chatseek_embed.deps import Deps
@@ -151,7 +151,9 @@ class EmbedServicer(embed_service_pb2_grpc.EmbedServiceServicer):
                 )
             return {"models": models}
 
-        return pb.KnownModelsResponse(result=_struct(await to_thread(read)))
+        return pb.KnownModelsResponse(
+            result=from_json(await to_thread(read), pb.KnownModelsResult())
+        )
 
     async def DownloadModel(
         self,
@@ -161,7 +163,7 @@ class EmbedServicer(embed_service_pb2_grpc.EmbedServiceServicer):
         if not request.name:
             raise InvalidArgument("name a model to download", metadata={"field": "name"})
         report = await to_thread(registry.download, request.name)
-        return pb.DownloadModelResponse(result=_struct(_report(report)))
+        return pb.DownloadModelResponse(result=from_json(_report(report), pb.ModelReport()))
 
     async def VerifyModels(
         self,
@@ -179,7 +181,9 @@ class EmbedServicer(embed_service_pb2_grpc.EmbedServiceServicer):
                     names.append(spec.name)
             return {"reports": [_report(registry.verify(name)) for name in names]}
 
-        return pb.VerifyModelsResponse(result=_struct(await to_thread(run)))
+        return pb.VerifyModelsResponse(
+            result=from_json(await to_thread(run), pb.VerifyModelsResult())
+        )
 
 
 def _report(report: registry.VerifyReport) -> dict[str, Any]:
@@ -192,9 +196,3 @@ def _report(report: registry.VerifyReport) -> dict[str, Any]:
         "fully_pinned": report.fully_pinned,
         "files": [{"path": f.path, "status": f.status} for f in report.files],
     }
-
-
-def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
-    out = struct_pb2.Struct()
-    out.update(value)
-    return out

@@ -16,7 +16,7 @@ from chatseek.lexical.v1 import lexical_service_pb2_grpc
 from chatseek_core import db, deadline
 from chatseek_core.aio import stream_progress, to_thread
 from chatseek_core.errors import IndexBehind, IndexNotReady, InvalidArgument
-from chatseek_core.proto_json import document, operation_progress, operation_result
+from chatseek_core.proto_json import document, operation_progress
 from chatseek_core.status import service_status
 from chatseek_core.wire_json import from_json
 from chatseek_lexical import indexer, ranked, readiness
@@ -284,7 +284,8 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
             )
             return counted.to_json()
 
-        return pb.MessageStatsResponse(result=document(await self._as_of_arrival(answer)))
+        doc = await self._as_of_arrival(answer)
+        return pb.MessageStatsResponse(result=from_json(doc, common_pb2.StatsResult()))
 
     async def Reindex(
         self, request: pb.ReindexRequest, context: Ctx[pb.ReindexRequest, pb.ReindexResponse]
@@ -299,7 +300,8 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
                 stage, done, note = cast(tuple[str, int, str], value)
                 yield pb.ReindexResponse(event=operation_progress(stage, done, 0, note))
             else:
-                yield pb.ReindexResponse(event=operation_result(value))  # type: ignore[arg-type]
+                typed = common_pb2.WordIndexReport(**cast(dict[str, int], value))
+                yield pb.ReindexResponse(event=common_pb2.OperationEvent(word_index=typed))
 
     async def GetStatus(
         self, request: pb.GetStatusRequest, context: Ctx[pb.GetStatusRequest, pb.GetStatusResponse]

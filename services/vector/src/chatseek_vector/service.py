@@ -15,8 +15,9 @@ from chatseek.vector.v1 import vector_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.aio import progress_stream, to_thread
 from chatseek_core.errors import InvalidArgument
-from chatseek_core.proto_json import document, operation_progress, operation_result
+from chatseek_core.proto_json import operation_progress
 from chatseek_core.status import service_status
+from chatseek_core.wire_json import from_json
 from chatseek_vector import index, knn, spaces
 from chatseek_vector.deps import Deps
 from chatseek_vector.schema import OWNER
@@ -64,7 +65,8 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
                 yield pb.IndexUnitsResponse(event=operation_progress("embed", done, total, "units"))
             else:
                 report = cast("EmbedPass", value)
-                yield pb.IndexUnitsResponse(event=operation_result(report.to_dict()))
+                typed = common_pb2.EmbedReport(**report.to_dict())
+                yield pb.IndexUnitsResponse(event=common_pb2.OperationEvent(embed=typed))
 
     async def Knn(
         self, request: pb.KnnRequest, context: Ctx[pb.KnnRequest, pb.KnnResponse]
@@ -127,7 +129,8 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
             doc.update(self._deps.worker.report(int(str(doc["total_pending"]))))
             return doc
 
-        return pb.EmbedStatusResponse(result=document(await to_thread(read)))
+        doc = await to_thread(read)
+        return pb.EmbedStatusResponse(result=from_json(doc, common_pb2.EmbedStatusResult()))
 
     async def GetStatus(
         self, request: pb.GetStatusRequest, context: Ctx[pb.GetStatusRequest, pb.GetStatusResponse]

@@ -41,10 +41,10 @@ def register(sub: Subparsers) -> None:
 
 def _embed(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
     if args.action == "status":
-        doc = from_document(
+        doc = to_json(
             call(gateway().ops.EmbedStatus, pb.EmbedStatusRequest(account=args.account)).result
         )
         if args.json:
@@ -115,15 +115,13 @@ def _reindex(args: argparse.Namespace) -> int:
 
 def _models(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
-    doc = from_document(
-        call(
-            gateway().ops.Models,
-            pb.ModelsRequest(action=args.action, names=args.names),
-            timeout=3600,
-        ).result
+    reply = call(
+        gateway().ops.Models, pb.ModelsRequest(action=args.action, names=args.names), timeout=3600
     )
+    answer = reply.WhichOneof("result")
+    doc = {} if answer is None else to_json(getattr(reply, answer))
     if args.json:
         emit(doc, as_json=True)
         return 0

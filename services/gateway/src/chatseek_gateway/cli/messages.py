@@ -147,11 +147,11 @@ def _parse(args: argparse.Namespace) -> int:
 def _stats(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek_core.errors import ChatseekError
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
     request = _request(args)
     try:
-        doc = from_document(
+        doc = to_json(
             call(
                 gateway().search.MessageStats, pb.MessageStatsRequest(search=request, by=args.by)
             ).result

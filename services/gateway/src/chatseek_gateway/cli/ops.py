@@ -115,9 +115,9 @@ def _stack_down(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
-    doc = from_document(call(gateway().ops.Status, pb.StatusRequest()).result)
+    doc = to_json(call(gateway().ops.Status, pb.StatusRequest()).result)
     if args.json:
         emit(doc, as_json=True)
         return 0
@@ -197,10 +197,10 @@ def _backup(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
     directory = str(Path(args.directory).expanduser().resolve())
-    doc = from_document(
+    doc = to_json(
         call(gateway().ops.Backup, pb.BackupRequest(directory=directory), timeout=3600).result
     )
     if args.json:

@@ -31,7 +31,7 @@ from rich.progress import (
 from rich.text import Text
 
 from chatseek_core.client import decode_error
-from chatseek_core.proto_json import from_document
+from chatseek_core.wire_json import event_report
 
 if TYPE_CHECKING:
     from chatseek.common.v1 import common_pb2
@@ -164,8 +164,8 @@ def run_operation(
                     out.flush()
                 elif display is not None:
                     display.update(response.progress)
-            elif kind == "result":
-                result = from_document(response.result)
+            elif (report := event_report(response)) is not None:
+                result = report
     finally:
         if display is not None:
             display.__exit__(None, None, None)

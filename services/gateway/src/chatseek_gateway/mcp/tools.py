@@ -35,8 +35,7 @@ from chatseek_core.limits import (
     SEARCH_MODES,
 )
 from chatseek_core.log import redact
-from chatseek_core.proto_json import from_document
-from chatseek_core.wire_json import result_json
+from chatseek_core.wire_json import event_report, result_json
 from chatseek_gateway.mcp.gateway import GatewayConnection
 from chatseek_gateway.shapes import Documented, Evented
 
@@ -419,8 +418,8 @@ class ChatseekTools:
         report: dict[str, Any] = {}
         responses = stream(method, request, timeout=timeout, peer="gateway")
         async for response in responses:
-            if response.event.WhichOneof("event") == "result":
-                report = from_document(response.event.result)
+            if (result := event_report(response.event)) is not None:
+                report = result
         return report
 
     async def _sync(self, budget_s: float, chats: list[str]) -> dict[str, Any]:

@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import grpc
-from google.protobuf import json_format
 from grpc_health.v1 import health_pb2
 
 from chatseek.common.v1 import common_pb2
@@ -28,9 +26,10 @@ from chatseek.vector.v1 import vector_service_pb2 as vector_pb
 from chatseek_core.aio import to_thread
 from chatseek_core.client import call, decode_error
 from chatseek_core.errors import ChatseekError, InvalidArgument
-from chatseek_core.proto_json import document, operation_progress, operation_result, to_python
+from chatseek_core.proto_json import operation_progress
 from chatseek_core.settings import SERVICES
 from chatseek_core.version import VERSION
+from chatseek_core.wire_json import from_json
 from chatseek_gateway.deps import Deps
 from chatseek_gateway.peers import Peers
 from chatseek_gateway.service.common import Ctx, account_of, chat_ids, forward_events
@@ -89,19 +88,12 @@ async def _owner_status(peers: Peers, name: str) -> common_pb2.ServiceStatus:
     return vector.status
 
 
-async def _service_status(deps: Deps, name: str) -> dict[str, Any]:
+async def _service_status(deps: Deps, name: str) -> pb.ServiceReport:
     """One service's health, version, schema and feed lag (``health`` DOWN when unreachable)."""
-    entry: dict[str, Any] = {
-        "name": name,
-        "address": deps.settings.addr(name),
-        "health": "DOWN",
-        "version": "",
-        "schema_version": 0,
-        "feed_lag": {},
-        "details": {},
-    }
+    entry = pb.ServiceReport(name=name, address=deps.settings.addr(name), health="DOWN")
+    entry.none.SetInParent()
     if name == "gateway":
-        entry.update(health="SERVING", version=VERSION)
+        entry.health, entry.version = "SERVING", VERSION
         return entry
     try:
         health = await call(
@@ -110,31 +102,33 @@ async def _service_status(deps: Deps, name: str) -> dict[str, Any]:
             timeout=STATUS_TIMEOUT_S,
             peer=name,
         )
-        entry["health"] = health_pb2.HealthCheckResponse.ServingStatus.Name(health.status)
+        entry.health = health_pb2.HealthCheckResponse.ServingStatus.Name(health.status)
     except ChatseekError:
         return entry
     if name not in STORE_OWNERS and name != "embed":
-        entry["version"] = VERSION
+        entry.version = VERSION
         return entry
     try:
         if name == "embed":
             models = await call(
                 deps.peers.embed.ListModels, embed_pb.ListModelsRequest(), timeout=STATUS_TIMEOUT_S
             )
-            entry["version"] = VERSION
-            entry["details"] = to_python(json_format.MessageToDict(models))
+            entry.version = VERSION
+            entry.embed.embedder.CopyFrom(models.embedder)
+            if models.HasField("reranker"):
+                entry.embed.reranker.CopyFrom(models.reranker)
+            entry.embed.reranker_error = models.reranker_error
             return entry
         status = await _owner_status(deps.peers, name)
     except ChatseekError as exc:
-        entry["error"] = exc.reason
-        entry["details"] = {"message": exc.message, "hint": exc.hint}
+        entry.error = exc.reason
+        entry.failure.CopyFrom(pb.ServiceFailure(message=exc.message, hint=exc.hint))
         return entry
-    entry.update(
-        version=status.version,
-        schema_version=status.schema_version,
-        feed_lag=dict(status.feed_lag),
-        details=to_python(json_format.MessageToDict(status.details)),
-    )
+    entry.version, entry.schema_version = status.version, status.schema_version
+    entry.feed_lag.update(status.feed_lag)
+    which = status.WhichOneof("details")
+    if which is not None:
+        getattr(entry, which).CopyFrom(getattr(status, which))
     return entry
 
 
@@ -150,7 +144,7 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
         self, request: pb.StatusRequest, context: Ctx[pb.StatusRequest, pb.StatusResponse]
     ) -> pb.StatusResponse:
         entries = await asyncio.gather(*(_service_status(self._deps, name) for name in SERVICES))
-        return pb.StatusResponse(result=document({"services": list(entries)}))
+        return pb.StatusResponse(result=pb.StatusResult(services=entries))
 
     async def Verify(
         self, request: pb.VerifyRequest, context: Ctx[pb.VerifyRequest, pb.VerifyResponse]
@@ -187,7 +181,8 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
                 repaired.append("vector: embedded what was missing")
             report = await to_thread(verify_store, data_dir)
             report["repaired"] = repaired
-        yield pb.VerifyResponse(event=operation_result(report))
+        typed = from_json(report, common_pb2.VerifyReport())
+        yield pb.VerifyResponse(event=common_pb2.OperationEvent(verify=typed))
 
     async def Backup(
         self, request: pb.BackupRequest, context: Ctx[pb.BackupRequest, pb.BackupResponse]
@@ -197,7 +192,7 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
                 "name a directory to back up into", metadata={"field": "directory"}
             )
         result = await to_thread(backup, self._deps.settings.data_dir, Path(request.directory))
-        return pb.BackupResponse(result=document(result))
+        return pb.BackupResponse(result=from_json(result, pb.BackupResult()))
 
     # --- indexes and models ---
 
@@ -259,8 +254,8 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
             known = await call(
                 embed.KnownModels, embed_pb.KnownModelsRequest(), idempotent=True, peer="embed"
             )
-            result = known.result
-        elif request.action == "download":
+            return pb.ModelsResponse(listed=known.result)
+        if request.action == "download":
             if len(request.names) != 1:
                 raise InvalidArgument("download takes one model name", metadata={"field": "names"})
             downloaded = await call(
@@ -269,8 +264,8 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
                 timeout=MODELS_TIMEOUT_S,
                 peer="embed",
             )
-            result = downloaded.result
-        elif request.action == "verify":
+            return pb.ModelsResponse(downloaded=downloaded.result)
+        if request.action == "verify":
             verified = await call(
                 embed.VerifyModels,
                 embed_pb.VerifyModelsRequest(names=list(request.names)),
@@ -278,10 +273,8 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
                 idempotent=True,
                 peer="embed",
             )
-            result = verified.result
-        else:
-            raise InvalidArgument(
-                f"models action {request.action!r} is not list, download or verify",
-                metadata={"field": "action"},
-            )
-        return pb.ModelsResponse(result=document(to_python(json_format.MessageToDict(result))))
+            return pb.ModelsResponse(verified=verified.result)
+        raise InvalidArgument(
+            f"models action {request.action!r} is not list, download or verify",
+            metadata={"field": "action"},
+        )

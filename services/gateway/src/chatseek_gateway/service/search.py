@@ -13,8 +13,6 @@ import asyncio
 import time
 from collections.abc import Iterable
 
-from google.protobuf import json_format
-
 from chatseek.common.v1 import common_pb2
 from chatseek.fusion.v1 import fusion_service_pb2 as fusion_pb
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
@@ -23,7 +21,6 @@ from chatseek.lexical.v1 import lexical_service_pb2 as lexical_pb
 from chatseek.unitize.v1 import unitize_service_pb2 as unitize_pb
 from chatseek_core.client import call
 from chatseek_core.errors import ChatseekError
-from chatseek_core.proto_json import to_python
 from chatseek_gateway.dates import parse_bound
 from chatseek_gateway.deps import Deps
 from chatseek_gateway.service.common import Ctx
@@ -108,12 +105,12 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
             unitize = await call(
                 peers.unitize.GetStatus, unitize_pb.GetStatusRequest(), timeout=STATUS_TIMEOUT_S
             )
-            details = to_python(json_format.MessageToDict(unitize.status.details))
-            if details.get("recut_pending"):
+            recut_pending = unitize.status.unitize.recut_pending
+            if recut_pending:
                 warnings.append(
                     common_pb2.Warning(
                         code="RECUT_IN_PROGRESS",
-                        message=f"{details['recut_pending']} chats are being re-cut with a new"
+                        message=f"{recut_pending} chats are being re-cut with a new"
                         " recipe; their hits are still valid, cut the old way",
                     )
                 )

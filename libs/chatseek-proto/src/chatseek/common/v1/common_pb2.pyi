@@ -417,31 +417,180 @@ Global___Document: _TypeAlias = Document  # noqa: Y015
 
 @_typing.final
 class OperationEvent(_message.Message):
-    """One event of a streamed long-running operation: progress updates, then the final report."""
+    """One event of a streamed long-running operation: progress updates, then the final report:
+    typed where the operation's report has a fixed shape, else a JSON document.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     PROGRESS_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_NUMBER: _builtins.int
+    VERIFY_FIELD_NUMBER: _builtins.int
+    EMBED_FIELD_NUMBER: _builtins.int
+    WORD_INDEX_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def progress(self) -> Global___Progress: ...
     @_builtins.property
     def result(self) -> Global___Document: ...
+    @_builtins.property
+    def verify(self) -> Global___VerifyReport: ...
+    @_builtins.property
+    def embed(self) -> Global___EmbedReport: ...
+    @_builtins.property
+    def word_index(self) -> Global___WordIndexReport: ...
     def __init__(
         self,
         *,
         progress: Global___Progress | None = ...,
         result: Global___Document | None = ...,
+        verify: Global___VerifyReport | None = ...,
+        embed: Global___EmbedReport | None = ...,
+        word_index: Global___WordIndexReport | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "progress", b"progress", "result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["embed", b"embed", "event", b"event", "progress", b"progress", "result", b"result", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "progress", b"progress", "result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embed", b"embed", "event", b"event", "progress", b"progress", "result", b"result", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "result"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "result", "verify", "embed", "word_index"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
 Global___OperationEvent: _TypeAlias = OperationEvent  # noqa: Y015
+
+@_typing.final
+class EmbedReport(_message.Message):
+    """The report of an embedding pass (`chatseek embed`, `reindex vector`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EMBEDDED_FIELD_NUMBER: _builtins.int
+    CACHED_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    REMAINING_FIELD_NUMBER: _builtins.int
+    embedded: _builtins.int
+    """Units embedded by the model."""
+    cached: _builtins.int
+    """Units given the cached vector of an identical text."""
+    skipped: _builtins.int
+    """Units re-cut while they were embedded (the feed queues them again)."""
+    remaining: _builtins.int
+    """Units still without a vector (a pass stopped early, or new ones)."""
+    def __init__(
+        self,
+        *,
+        embedded: _builtins.int = ...,
+        cached: _builtins.int = ...,
+        skipped: _builtins.int = ...,
+        remaining: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached", b"cached", "embedded", b"embedded", "remaining", b"remaining", "skipped", b"skipped"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EmbedReport: _TypeAlias = EmbedReport  # noqa: Y015
+
+@_typing.final
+class WordIndexReport(_message.Message):
+    """The report of `chatseek reindex lexical`: rows in the rebuilt word indexes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    UNITS_FIELD_NUMBER: _builtins.int
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    messages: _builtins.int
+    units: _builtins.int
+    chunks: _builtins.int
+    def __init__(
+        self,
+        *,
+        messages: _builtins.int = ...,
+        units: _builtins.int = ...,
+        chunks: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "messages", b"messages", "units", b"units"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WordIndexReport: _TypeAlias = WordIndexReport  # noqa: Y015
+
+@_typing.final
+class VerifyReport(_message.Message):
+    """The report of `chatseek verify`: every check of the derived stores against their sources."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OK_FIELD_NUMBER: _builtins.int
+    FINDINGS_FIELD_NUMBER: _builtins.int
+    CHECKED_AT_FIELD_NUMBER: _builtins.int
+    REPAIRED_FIELD_NUMBER: _builtins.int
+    ok: _builtins.bool
+    """True when every check found no problem."""
+    checked_at: _builtins.int
+    """Unix seconds UTC of the (last) check."""
+    @_builtins.property
+    def findings(self) -> _containers.RepeatedCompositeFieldContainer[Global___VerifyFinding]: ...
+    @_builtins.property
+    def repaired(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """With repair: what was replayed before the second check; left out without repair."""
+
+    def __init__(
+        self,
+        *,
+        ok: _builtins.bool = ...,
+        findings: _abc.Iterable[Global___VerifyFinding] | None = ...,
+        checked_at: _builtins.int = ...,
+        repaired: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checked_at", b"checked_at", "findings", b"findings", "ok", b"ok", "repaired", b"repaired"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyReport: _TypeAlias = VerifyReport  # noqa: Y015
+
+@_typing.final
+class VerifyFinding(_message.Message):
+    """One check of verify."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHECK_FIELD_NUMBER: _builtins.int
+    OK_FIELD_NUMBER: _builtins.int
+    PROBLEMS_FIELD_NUMBER: _builtins.int
+    EXAMPLES_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    check: _builtins.str
+    """What is checked, one sentence, stable across runs."""
+    ok: _builtins.bool
+    problems: _builtins.int
+    """Rows that break it."""
+    note: _builtins.str
+    @_builtins.property
+    def examples(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """A few of them, one line each."""
+
+    def __init__(
+        self,
+        *,
+        check: _builtins.str = ...,
+        ok: _builtins.bool = ...,
+        problems: _builtins.int = ...,
+        examples: _abc.Iterable[_builtins.str] | None = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["check", b"check", "examples", b"examples", "note", b"note", "ok", b"ok", "problems", b"problems"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyFinding: _TypeAlias = VerifyFinding  # noqa: Y015
 
 @_typing.final
 class ServiceStatus(_message.Message):
@@ -473,7 +622,10 @@ class ServiceStatus(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     SCHEMA_VERSION_FIELD_NUMBER: _builtins.int
     FEED_LAG_FIELD_NUMBER: _builtins.int
-    DETAILS_FIELD_NUMBER: _builtins.int
+    INGEST_FIELD_NUMBER: _builtins.int
+    UNITIZE_FIELD_NUMBER: _builtins.int
+    LEXICAL_FIELD_NUMBER: _builtins.int
+    VECTOR_FIELD_NUMBER: _builtins.int
     service: _builtins.str
     version: _builtins.str
     schema_version: _builtins.int
@@ -483,9 +635,13 @@ class ServiceStatus(_message.Message):
         """Per consumed feed: events the service has not processed yet."""
 
     @_builtins.property
-    def details(self) -> _struct_pb2.Struct:
-        """Service-specific details (counts, model identity, readiness)."""
-
+    def ingest(self) -> Global___IngestStatusDetails: ...
+    @_builtins.property
+    def unitize(self) -> Global___UnitizeStatusDetails: ...
+    @_builtins.property
+    def lexical(self) -> Global___LexicalStatusDetails: ...
+    @_builtins.property
+    def vector(self) -> Global___VectorStatusDetails: ...
     def __init__(
         self,
         *,
@@ -493,15 +649,352 @@ class ServiceStatus(_message.Message):
         version: _builtins.str = ...,
         schema_version: _builtins.int = ...,
         feed_lag: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
-        details: _struct_pb2.Struct | None = ...,
+        ingest: Global___IngestStatusDetails | None = ...,
+        unitize: Global___UnitizeStatusDetails | None = ...,
+        lexical: Global___LexicalStatusDetails | None = ...,
+        vector: Global___VectorStatusDetails | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["details", b"details"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["details", b"details", "ingest", b"ingest", "lexical", b"lexical", "unitize", b"unitize", "vector", b"vector"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["details", b"details", "feed_lag", b"feed_lag", "schema_version", b"schema_version", "service", b"service", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["details", b"details", "feed_lag", b"feed_lag", "ingest", b"ingest", "lexical", b"lexical", "schema_version", b"schema_version", "service", b"service", "unitize", b"unitize", "vector", b"vector", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_details: _TypeAlias = _typing.Literal["ingest", "unitize", "lexical", "vector"]  # noqa: Y015
+    _WhichOneofArgType_details: _TypeAlias = _typing.Literal["details", b"details"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_details) -> _WhichOneofReturnType_details | None: ...
+
+Global___ServiceStatus: _TypeAlias = ServiceStatus  # noqa: Y015
+
+@_typing.final
+class IngestStatusDetails(_message.Message):
+    """What ingest.db holds."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHATS_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    MEDIA_PENDING_FIELD_NUMBER: _builtins.int
+    FEED_HEAD_FIELD_NUMBER: _builtins.int
+    chats: _builtins.int
+    messages: _builtins.int
+    media_pending: _builtins.int
+    """Media whose text extraction has not run yet."""
+    feed_head: _builtins.int
+    """The sequence number of the newest event of ingest's feed."""
+    def __init__(
+        self,
+        *,
+        chats: _builtins.int = ...,
+        messages: _builtins.int = ...,
+        media_pending: _builtins.int = ...,
+        feed_head: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chats", b"chats", "feed_head", b"feed_head", "media_pending", b"media_pending", "messages", b"messages"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ServiceStatus: _TypeAlias = ServiceStatus  # noqa: Y015
+Global___IngestStatusDetails: _TypeAlias = IngestStatusDetails  # noqa: Y015
+
+@_typing.final
+class AccountChat(_message.Message):
+    """A chat of one account (marked chat id, see MessageLocator)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    chat_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        chat_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "chat_id", b"chat_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AccountChat: _TypeAlias = AccountChat  # noqa: Y015
+
+@_typing.final
+class UnitizeStatusDetails(_message.Message):
+    """What unitize.db holds."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class UnitsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    UNITS_FIELD_NUMBER: _builtins.int
+    RECUT_PENDING_FIELD_NUMBER: _builtins.int
+    RECUT_PENDING_CHATS_FIELD_NUMBER: _builtins.int
+    RECIPE_FIELD_NUMBER: _builtins.int
+    BUILT_CHATS_FIELD_NUMBER: _builtins.int
+    recut_pending: _builtins.int
+    """Chats waiting to be re-cut with the current recipe, and the first of them."""
+    recipe: _builtins.int
+    """The cutting recipe version of new units."""
+    built_chats: _builtins.int
+    """Chats with a current conversation build."""
+    @_builtins.property
+    def units(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Units per kind (window, thread, post, conversation, ...)."""
+
+    @_builtins.property
+    def recut_pending_chats(self) -> _containers.RepeatedCompositeFieldContainer[Global___AccountChat]: ...
+    def __init__(
+        self,
+        *,
+        units: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        recut_pending: _builtins.int = ...,
+        recut_pending_chats: _abc.Iterable[Global___AccountChat] | None = ...,
+        recipe: _builtins.int = ...,
+        built_chats: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["built_chats", b"built_chats", "recipe", b"recipe", "recut_pending", b"recut_pending", "recut_pending_chats", b"recut_pending_chats", "units", b"units"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnitizeStatusDetails: _TypeAlias = UnitizeStatusDetails  # noqa: Y015
+
+@_typing.final
+class LexicalStatusDetails(_message.Message):
+    """The word indexes of lexical.db."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORDS_READY_FIELD_NUMBER: _builtins.int
+    MESSAGES_INDEXED_FIELD_NUMBER: _builtins.int
+    UNITS_INDEXED_FIELD_NUMBER: _builtins.int
+    words_ready: _builtins.bool
+    """False until the indexes are ready to answer (the counts are null until then)."""
+    messages_indexed: _builtins.int
+    units_indexed: _builtins.int
+    def __init__(
+        self,
+        *,
+        words_ready: _builtins.bool = ...,
+        messages_indexed: _builtins.int | None = ...,
+        units_indexed: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_messages_indexed", b"_messages_indexed", "_units_indexed", b"_units_indexed", "messages_indexed", b"messages_indexed", "units_indexed", b"units_indexed"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_messages_indexed", b"_messages_indexed", "_units_indexed", b"_units_indexed", "messages_indexed", b"messages_indexed", "units_indexed", b"units_indexed", "words_ready", b"words_ready"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__messages_indexed: _TypeAlias = _typing.Literal["messages_indexed"]  # noqa: Y015
+    _WhichOneofArgType__messages_indexed: _TypeAlias = _typing.Literal["_messages_indexed", b"_messages_indexed"]  # noqa: Y015
+    _WhichOneofReturnType__units_indexed: _TypeAlias = _typing.Literal["units_indexed"]  # noqa: Y015
+    _WhichOneofArgType__units_indexed: _TypeAlias = _typing.Literal["_units_indexed", b"_units_indexed"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__messages_indexed) -> _WhichOneofReturnType__messages_indexed | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__units_indexed) -> _WhichOneofReturnType__units_indexed | None: ...
+
+Global___LexicalStatusDetails: _TypeAlias = LexicalStatusDetails  # noqa: Y015
+
+@_typing.final
+class VectorStatusDetails(_message.Message):
+    """The vectors of vector.db."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    DIM_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    LAST_ERROR_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    """The current embedding space; null before the first vector."""
+    dim: _builtins.int
+    pending: _builtins.int
+    """Units waiting for a vector."""
+    last_error: _builtins.str
+    """The embedding worker's last failure; null when it has none."""
+    def __init__(
+        self,
+        *,
+        model: _builtins.str | None = ...,
+        dim: _builtins.int | None = ...,
+        pending: _builtins.int = ...,
+        last_error: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_dim", b"_dim", "_last_error", b"_last_error", "_model", b"_model", "dim", b"dim", "last_error", b"last_error", "model", b"model"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dim", b"_dim", "_last_error", b"_last_error", "_model", b"_model", "dim", b"dim", "last_error", b"last_error", "model", b"model", "pending", b"pending"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__dim: _TypeAlias = _typing.Literal["dim"]  # noqa: Y015
+    _WhichOneofArgType__dim: _TypeAlias = _typing.Literal["_dim", b"_dim"]  # noqa: Y015
+    _WhichOneofReturnType__last_error: _TypeAlias = _typing.Literal["last_error"]  # noqa: Y015
+    _WhichOneofArgType__last_error: _TypeAlias = _typing.Literal["_last_error", b"_last_error"]  # noqa: Y015
+    _WhichOneofReturnType__model: _TypeAlias = _typing.Literal["model"]  # noqa: Y015
+    _WhichOneofArgType__model: _TypeAlias = _typing.Literal["_model", b"_model"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__dim) -> _WhichOneofReturnType__dim | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__last_error) -> _WhichOneofReturnType__last_error | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__model) -> _WhichOneofReturnType__model | None: ...
+
+Global___VectorStatusDetails: _TypeAlias = VectorStatusDetails  # noqa: Y015
+
+@_typing.final
+class EmbedStatusResult(_message.Message):
+    """What is embedded, for `chatseek embed status`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    DIM_FIELD_NUMBER: _builtins.int
+    CHATS_FIELD_NUMBER: _builtins.int
+    TOTAL_PENDING_FIELD_NUMBER: _builtins.int
+    CACHED_VECTORS_FIELD_NUMBER: _builtins.int
+    UNITS_PER_S_FIELD_NUMBER: _builtins.int
+    ETA_S_FIELD_NUMBER: _builtins.int
+    LAST_WRITE_S_AGO_FIELD_NUMBER: _builtins.int
+    SINCE_START_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    """The current embedding space; null before the first vector."""
+    dim: _builtins.int
+    total_pending: _builtins.int
+    """Units waiting for a vector, in every chat."""
+    cached_vectors: _builtins.int
+    """Vectors kept by content hash, reused for identical text."""
+    units_per_s: _builtins.float
+    """Units written per second lately; null without a rate."""
+    eta_s: _builtins.float
+    """Seconds until every pending unit is embedded at that rate: 0 when none is pending, null
+    without a rate.
+    """
+    last_write_s_ago: _builtins.float
+    """Seconds since the last vector was written; null before the first."""
+    @_builtins.property
+    def chats(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChatEmbedding]:
+        """Per chat of the account, by account then chat id."""
+
+    @_builtins.property
+    def since_start(self) -> Global___EmbedCounts:
+        """Units written since the vector service started."""
+
+    def __init__(
+        self,
+        *,
+        model: _builtins.str | None = ...,
+        dim: _builtins.int | None = ...,
+        chats: _abc.Iterable[Global___ChatEmbedding] | None = ...,
+        total_pending: _builtins.int = ...,
+        cached_vectors: _builtins.int = ...,
+        units_per_s: _builtins.float | None = ...,
+        eta_s: _builtins.float | None = ...,
+        last_write_s_ago: _builtins.float | None = ...,
+        since_start: Global___EmbedCounts | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_dim", b"_dim", "_eta_s", b"_eta_s", "_last_write_s_ago", b"_last_write_s_ago", "_model", b"_model", "_units_per_s", b"_units_per_s", "dim", b"dim", "eta_s", b"eta_s", "last_write_s_ago", b"last_write_s_ago", "model", b"model", "since_start", b"since_start", "units_per_s", b"units_per_s"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dim", b"_dim", "_eta_s", b"_eta_s", "_last_write_s_ago", b"_last_write_s_ago", "_model", b"_model", "_units_per_s", b"_units_per_s", "cached_vectors", b"cached_vectors", "chats", b"chats", "dim", b"dim", "eta_s", b"eta_s", "last_write_s_ago", b"last_write_s_ago", "model", b"model", "since_start", b"since_start", "total_pending", b"total_pending", "units_per_s", b"units_per_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__dim: _TypeAlias = _typing.Literal["dim"]  # noqa: Y015
+    _WhichOneofArgType__dim: _TypeAlias = _typing.Literal["_dim", b"_dim"]  # noqa: Y015
+    _WhichOneofReturnType__eta_s: _TypeAlias = _typing.Literal["eta_s"]  # noqa: Y015
+    _WhichOneofArgType__eta_s: _TypeAlias = _typing.Literal["_eta_s", b"_eta_s"]  # noqa: Y015
+    _WhichOneofReturnType__last_write_s_ago: _TypeAlias = _typing.Literal["last_write_s_ago"]  # noqa: Y015
+    _WhichOneofArgType__last_write_s_ago: _TypeAlias = _typing.Literal["_last_write_s_ago", b"_last_write_s_ago"]  # noqa: Y015
+    _WhichOneofReturnType__model: _TypeAlias = _typing.Literal["model"]  # noqa: Y015
+    _WhichOneofArgType__model: _TypeAlias = _typing.Literal["_model", b"_model"]  # noqa: Y015
+    _WhichOneofReturnType__units_per_s: _TypeAlias = _typing.Literal["units_per_s"]  # noqa: Y015
+    _WhichOneofArgType__units_per_s: _TypeAlias = _typing.Literal["_units_per_s", b"_units_per_s"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__dim) -> _WhichOneofReturnType__dim | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__eta_s) -> _WhichOneofReturnType__eta_s | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__last_write_s_ago) -> _WhichOneofReturnType__last_write_s_ago | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__model) -> _WhichOneofReturnType__model | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__units_per_s) -> _WhichOneofReturnType__units_per_s | None: ...
+
+Global___EmbedStatusResult: _TypeAlias = EmbedStatusResult  # noqa: Y015
+
+@_typing.final
+class ChatEmbedding(_message.Message):
+    """One chat's units with and without a vector of the current space."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    EMBEDDED_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    chat_id: _builtins.int
+    pending: _builtins.int
+    embedded: _builtins.int
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        chat_id: _builtins.int = ...,
+        pending: _builtins.int = ...,
+        embedded: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "chat_id", b"chat_id", "embedded", b"embedded", "pending", b"pending"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChatEmbedding: _TypeAlias = ChatEmbedding  # noqa: Y015
+
+@_typing.final
+class EmbedCounts(_message.Message):
+    """Units handled: embedded by the model, given the cached vector of an identical text, or
+    skipped (re-cut while they were embedded; the feed queues them again).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EMBEDDED_FIELD_NUMBER: _builtins.int
+    CACHED_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    embedded: _builtins.int
+    cached: _builtins.int
+    skipped: _builtins.int
+    def __init__(
+        self,
+        *,
+        embedded: _builtins.int = ...,
+        cached: _builtins.int = ...,
+        skipped: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached", b"cached", "embedded", b"embedded", "skipped", b"skipped"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EmbedCounts: _TypeAlias = EmbedCounts  # noqa: Y015
 
 @_typing.final
 class Chat(_message.Message):
@@ -1796,11 +2289,89 @@ class CoveredChat(_message.Message):
 Global___CoveredChat: _TypeAlias = CoveredChat  # noqa: Y015
 
 @_typing.final
-class MessagesCoverage(_message.Message):
+class StatsResult(_message.Message):
     """What a strict answer covers. inventory_complete is false: the store does not verify that it
     holds every chat of an account.
+    Counts of exactly the messages a strict search would find, grouped `by`.
     """
 
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BY_FIELD_NUMBER: _builtins.int
+    BUCKETS_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    LOWER_BOUND_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    WORDS_READY_FIELD_NUMBER: _builtins.int
+    COVERAGE_FIELD_NUMBER: _builtins.int
+    by: _builtins.str
+    """chat, sender, day or hour."""
+    total: _builtins.int
+    lower_bound: _builtins.bool
+    """True when a searched chat is not completely downloaded: the counts may grow."""
+    words_ready: _builtins.bool
+    @_builtins.property
+    def buckets(self) -> _containers.RepeatedCompositeFieldContainer[Global___StatsBucket]:
+        """Largest first for chat and sender; in time order for day and hour."""
+
+    @_builtins.property
+    def query(self) -> Global___QueryInfo: ...
+    @_builtins.property
+    def coverage(self) -> Global___MessagesCoverage: ...
+    def __init__(
+        self,
+        *,
+        by: _builtins.str = ...,
+        buckets: _abc.Iterable[Global___StatsBucket] | None = ...,
+        total: _builtins.int = ...,
+        lower_bound: _builtins.bool = ...,
+        query: Global___QueryInfo | None = ...,
+        words_ready: _builtins.bool = ...,
+        coverage: Global___MessagesCoverage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["coverage", b"coverage", "query", b"query"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["buckets", b"buckets", "by", b"by", "coverage", b"coverage", "lower_bound", b"lower_bound", "query", b"query", "total", b"total", "words_ready", b"words_ready"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StatsResult: _TypeAlias = StatsResult  # noqa: Y015
+
+@_typing.final
+class StatsBucket(_message.Message):
+    """One group of a count."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXT_KEY_FIELD_NUMBER: _builtins.int
+    SENDER_ID_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    text_key: _builtins.str
+    sender_id: _builtins.int
+    label: _builtins.str
+    """Readable: the chat's title, the sender's name, or the day or hour again."""
+    count: _builtins.int
+    def __init__(
+        self,
+        *,
+        text_key: _builtins.str = ...,
+        sender_id: _builtins.int = ...,
+        label: _builtins.str = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "sender_id", b"sender_id", "text_key", b"text_key"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "key", b"key", "label", b"label", "sender_id", b"sender_id", "text_key", b"text_key"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_key: _TypeAlias = _typing.Literal["text_key", "sender_id"]  # noqa: Y015
+    _WhichOneofArgType_key: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_key) -> _WhichOneofReturnType_key | None: ...
+
+Global___StatsBucket: _TypeAlias = StatsBucket  # noqa: Y015
+
+@_typing.final
+class MessagesCoverage(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNTS_FIELD_NUMBER: _builtins.int

@@ -22,44 +22,53 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
-from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%chatseek/embed/v1/embed_service.proto\x12\x11\x63hatseek.embed.v1\x1a\x1cgoogle/protobuf/struct.proto\"\x97\x01\n\rModelIdentity\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08revision\x18\x02 \x01(\t\x12\x0b\n\x03\x64im\x18\x03 \x01(\x05\x12\x16\n\x0emax_seq_length\x18\x04 \x01(\x05\x12\x12\n\nnormalized\x18\x05 \x01(\x08\x12\x0c\n\x04kind\x18\x06 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x07 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x08 \x01(\t\"D\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12%\n\x04role\x18\x02 \x01(\x0e\x32\x17.chatseek.embed.v1.Role\"^\n\rEmbedResponse\x12/\n\x05model\x18\x01 \x01(\x0b\x32 .chatseek.embed.v1.ModelIdentity\x12\x0f\n\x07vectors\x18\x02 \x01(\x0c\x12\x0b\n\x03\x64im\x18\x03 \x01(\x05\"-\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05texts\x18\x02 \x03(\t\"Q\n\x0eRerankResponse\x12/\n\x05model\x18\x01 \x01(\x0b\x32 .chatseek.embed.v1.ModelIdentity\x12\x0e\n\x06scores\x18\x02 \x03(\x02\"\x13\n\x11ListModelsRequest\"\x94\x01\n\x12ListModelsResponse\x12\x32\n\x08\x65mbedder\x18\x01 \x01(\x0b\x32 .chatseek.embed.v1.ModelIdentity\x12\x32\n\x08reranker\x18\x02 \x01(\x0b\x32 .chatseek.embed.v1.ModelIdentity\x12\x16\n\x0ereranker_error\x18\x03 \x01(\t\"\x14\n\x12KnownModelsRequest\">\n\x13KnownModelsResponse\x12\'\n\x06result\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\"$\n\x14\x44ownloadModelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"@\n\x15\x44ownloadModelResponse\x12\'\n\x06result\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\"$\n\x13VerifyModelsRequest\x12\r\n\x05names\x18\x01 \x03(\t\"?\n\x14VerifyModelsResponse\x12\'\n\x06result\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct*>\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n\nROLE_QUERY\x10\x01\x12\x10\n\x0cROLE_PASSAGE\x10\x02\x32\xa7\x04\n\x0c\x45mbedService\x12J\n\x05\x45mbed\x12\x1f.chatseek.embed.v1.EmbedRequest\x1a .chatseek.embed.v1.EmbedResponse\x12M\n\x06Rerank\x12 .chatseek.embed.v1.RerankRequest\x1a!.chatseek.embed.v1.RerankResponse\x12Y\n\nListModels\x12$.chatseek.embed.v1.ListModelsRequest\x1a%.chatseek.embed.v1.ListModelsResponse\x12\\\n\x0bKnownModels\x12%.chatseek.embed.v1.KnownModelsRequest\x1a&.chatseek.embed.v1.KnownModelsResponse\x12\x62\n\rDownloadModel\x12\'.chatseek.embed.v1.DownloadModelRequest\x1a(.chatseek.embed.v1.DownloadModelResponse\x12_\n\x0cVerifyModels\x12&.chatseek.embed.v1.VerifyModelsRequest\x1a\'.chatseek.embed.v1.VerifyModelsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%chatseek/embed/v1/embed_service.proto\x12\x11\x63hatseek.embed.v1\"\x97\x01\n\rModelIdentity\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08revision\x18\x02 \x01(\t\x12\x0b\n\x03\x64im\x18\x03 \x01(\x05\x12\x16\n\x0emax_seq_length\x18\x04 \x01(\x05\x12\x12\n\nnormalized\x18\x05 \x01(\x08\x12\x0c\n\x04kind\x18\x06 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x07 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x08 \x01(\t\"D\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12%\n\x04role\x18\x02 \x01(\x0e\x32\x17.chatseek.embed.v1.Role\"^\n\rEmbedResponse\x12/\n\x05model\x18\x01 \x01(\x0b\x32 .chatseek.embed.v1.ModelIdentity\x12\x0f\n\x07vectors\x18\x02 \x01(\x0c\x12\x0b\n\x03\x64im\x18\x03 \x01(\x05\"-\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05texts\x18\x02 \x03(\t\"Q\n\x0eRerankResponse\x12/\n\x05model\x18\x01 \x01(\x0b\x32 .chatseek.embed.v1.ModelIdentity\x12\x0e\n\x06scores\x18\x02 \x03(\x02\"\x13\n\x11ListModelsRequest\"\x94\x01\n\x12ListModelsResponse\x12\x32\n\x08\x65mbedder\x18\x01 \x01(\x0b\x32 .chatseek.embed.v1.ModelIdentity\x12\x32\n\x08reranker\x18\x02 \x01(\x0b\x32 .chatseek.embed.v1.ModelIdentity\x12\x16\n\x0ereranker_error\x18\x03 \x01(\t\"\x14\n\x12KnownModelsRequest\"Q\n\x13KnownModelsResponse\x12\x34\n\x06result\x18\x02 \x01(\x0b\x32$.chatseek.embed.v1.KnownModelsResultJ\x04\x08\x01\x10\x02\"B\n\x11KnownModelsResult\x12-\n\x06models\x18\x01 \x03(\x0b\x32\x1d.chatseek.embed.v1.KnownModel\"\xb4\x01\n\nKnownModel\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x10\n\x08revision\x18\x04 \x01(\t\x12\x0b\n\x03\x64im\x18\x05 \x01(\x05\x12\x16\n\x0emax_seq_length\x18\x06 \x01(\x05\x12\x11\n\tlanguages\x18\x07 \x01(\t\x12\x0c\n\x04note\x18\x08 \x01(\t\x12\x0e\n\x06\x63\x61\x63hed\x18\t \x01(\x08\x12\x12\n\nconfigured\x18\n \x01(\x08\"$\n\x14\x44ownloadModelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"M\n\x15\x44ownloadModelResponse\x12.\n\x06result\x18\x02 \x01(\x0b\x32\x1e.chatseek.embed.v1.ModelReportJ\x04\x08\x01\x10\x02\"\xa1\x01\n\x0bModelReport\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tdirectory\x18\x02 \x01(\t\x12\x10\n\x08revision\x18\x03 \x01(\t\x12\x10\n\x08identity\x18\x04 \x01(\t\x12\n\n\x02ok\x18\x05 \x01(\x08\x12\x14\n\x0c\x66ully_pinned\x18\x06 \x01(\x08\x12+\n\x05\x66iles\x18\x07 \x03(\x0b\x32\x1c.chatseek.embed.v1.ModelFile\")\n\tModelFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\"$\n\x13VerifyModelsRequest\x12\r\n\x05names\x18\x01 \x03(\t\"S\n\x14VerifyModelsResponse\x12\x35\n\x06result\x18\x02 \x01(\x0b\x32%.chatseek.embed.v1.VerifyModelsResultJ\x04\x08\x01\x10\x02\"E\n\x12VerifyModelsResult\x12/\n\x07reports\x18\x01 \x03(\x0b\x32\x1e.chatseek.embed.v1.ModelReport*>\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n\nROLE_QUERY\x10\x01\x12\x10\n\x0cROLE_PASSAGE\x10\x02\x32\xa7\x04\n\x0c\x45mbedService\x12J\n\x05\x45mbed\x12\x1f.chatseek.embed.v1.EmbedRequest\x1a .chatseek.embed.v1.EmbedResponse\x12M\n\x06Rerank\x12 .chatseek.embed.v1.RerankRequest\x1a!.chatseek.embed.v1.RerankResponse\x12Y\n\nListModels\x12$.chatseek.embed.v1.ListModelsRequest\x1a%.chatseek.embed.v1.ListModelsResponse\x12\\\n\x0bKnownModels\x12%.chatseek.embed.v1.KnownModelsRequest\x1a&.chatseek.embed.v1.KnownModelsResponse\x12\x62\n\rDownloadModel\x12\'.chatseek.embed.v1.DownloadModelRequest\x1a(.chatseek.embed.v1.DownloadModelResponse\x12_\n\x0cVerifyModels\x12&.chatseek.embed.v1.VerifyModelsRequest\x1a\'.chatseek.embed.v1.VerifyModelsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'chatseek.embed.v1.embed_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ROLE']._serialized_start=1005
-  _globals['_ROLE']._serialized_end=1067
-  _globals['_MODELIDENTITY']._serialized_start=91
-  _globals['_MODELIDENTITY']._serialized_end=242
-  _globals['_EMBEDREQUEST']._serialized_start=244
-  _globals['_EMBEDREQUEST']._serialized_end=312
-  _globals['_EMBEDRESPONSE']._serialized_start=314
-  _globals['_EMBEDRESPONSE']._serialized_end=408
-  _globals['_RERANKREQUEST']._serialized_start=410
-  _globals['_RERANKREQUEST']._serialized_end=455
-  _globals['_RERANKRESPONSE']._serialized_start=457
-  _globals['_RERANKRESPONSE']._serialized_end=538
-  _globals['_LISTMODELSREQUEST']._serialized_start=540
-  _globals['_LISTMODELSREQUEST']._serialized_end=559
-  _globals['_LISTMODELSRESPONSE']._serialized_start=562
-  _globals['_LISTMODELSRESPONSE']._serialized_end=710
-  _globals['_KNOWNMODELSREQUEST']._serialized_start=712
-  _globals['_KNOWNMODELSREQUEST']._serialized_end=732
-  _globals['_KNOWNMODELSRESPONSE']._serialized_start=734
-  _globals['_KNOWNMODELSRESPONSE']._serialized_end=796
-  _globals['_DOWNLOADMODELREQUEST']._serialized_start=798
-  _globals['_DOWNLOADMODELREQUEST']._serialized_end=834
-  _globals['_DOWNLOADMODELRESPONSE']._serialized_start=836
-  _globals['_DOWNLOADMODELRESPONSE']._serialized_end=900
-  _globals['_VERIFYMODELSREQUEST']._serialized_start=902
-  _globals['_VERIFYMODELSREQUEST']._serialized_end=938
-  _globals['_VERIFYMODELSRESPONSE']._serialized_start=940
-  _globals['_VERIFYMODELSRESPONSE']._serialized_end=1003
-  _globals['_EMBEDSERVICE']._serialized_start=1070
-  _globals['_EMBEDSERVICE']._serialized_end=1621
+  _globals['_ROLE']._serialized_start=1556
+  _globals['_ROLE']._serialized_end=1618
+  _globals['_MODELIDENTITY']._serialized_start=61
+  _globals['_MODELIDENTITY']._serialized_end=212
+  _globals['_EMBEDREQUEST']._serialized_start=214
+  _globals['_EMBEDREQUEST']._serialized_end=282
+  _globals['_EMBEDRESPONSE']._serialized_start=284
+  _globals['_EMBEDRESPONSE']._serialized_end=378
+  _globals['_RERANKREQUEST']._serialized_start=380
+  _globals['_RERANKREQUEST']._serialized_end=425
+  _globals['_RERANKRESPONSE']._serialized_start=427
+  _globals['_RERANKRESPONSE']._serialized_end=508
+  _globals['_LISTMODELSREQUEST']._serialized_start=510
+  _globals['_LISTMODELSREQUEST']._serialized_end=529
+  _globals['_LISTMODELSRESPONSE']._serialized_start=532
+  _globals['_LISTMODELSRESPONSE']._serialized_end=680
+  _globals['_KNOWNMODELSREQUEST']._serialized_start=682
+  _globals['_KNOWNMODELSREQUEST']._serialized_end=702
+  _globals['_KNOWNMODELSRESPONSE']._serialized_start=704
+  _globals['_KNOWNMODELSRESPONSE']._serialized_end=785
+  _globals['_KNOWNMODELSRESULT']._serialized_start=787
+  _globals['_KNOWNMODELSRESULT']._serialized_end=853
+  _globals['_KNOWNMODEL']._serialized_start=856
+  _globals['_KNOWNMODEL']._serialized_end=1036
+  _globals['_DOWNLOADMODELREQUEST']._serialized_start=1038
+  _globals['_DOWNLOADMODELREQUEST']._serialized_end=1074
+  _globals['_DOWNLOADMODELRESPONSE']._serialized_start=1076
+  _globals['_DOWNLOADMODELRESPONSE']._serialized_end=1153
+  _globals['_MODELREPORT']._serialized_start=1156
+  _globals['_MODELREPORT']._serialized_end=1317
+  _globals['_MODELFILE']._serialized_start=1319
+  _globals['_MODELFILE']._serialized_end=1360
+  _globals['_VERIFYMODELSREQUEST']._serialized_start=1362
+  _globals['_VERIFYMODELSREQUEST']._serialized_end=1398
+  _globals['_VERIFYMODELSRESPONSE']._serialized_start=1400
+  _globals['_VERIFYMODELSRESPONSE']._serialized_end=1483
+  _globals['_VERIFYMODELSRESULT']._serialized_start=1485
+  _globals['_VERIFYMODELSRESULT']._serialized_end=1554
+  _globals['_EMBEDSERVICE']._serialized_start=1621
+  _globals['_EMBEDSERVICE']._serialized_end=2172
 # @@protoc_insertion_point(module_scope)

@@ -6,7 +6,6 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
@@ -252,15 +251,11 @@ class KnownModelsResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _struct_pb2.Struct:
-        """JSON: {models: [{name, kind, source, revision, dim, max_seq_length, languages, note,
-        cached, default}]}.
-        """
-
+    def result(self) -> Global___KnownModelsResult: ...
     def __init__(
         self,
         *,
-        result: _struct_pb2.Struct | None = ...,
+        result: Global___KnownModelsResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -269,6 +264,82 @@ class KnownModelsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___KnownModelsResponse: _TypeAlias = KnownModelsResponse  # noqa: Y015
+
+@_typing.final
+class KnownModelsResult(_message.Message):
+    """Every model chatseek knows, in the registry's order."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODELS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def models(self) -> _containers.RepeatedCompositeFieldContainer[Global___KnownModel]: ...
+    def __init__(
+        self,
+        *,
+        models: _abc.Iterable[Global___KnownModel] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["models", b"models"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KnownModelsResult: _TypeAlias = KnownModelsResult  # noqa: Y015
+
+@_typing.final
+class KnownModel(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    DIM_FIELD_NUMBER: _builtins.int
+    MAX_SEQ_LENGTH_FIELD_NUMBER: _builtins.int
+    LANGUAGES_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    CACHED_FIELD_NUMBER: _builtins.int
+    CONFIGURED_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Hub id (or the package's name for a packaged model)."""
+    kind: _builtins.str
+    """"embed" or "rerank"."""
+    source: _builtins.str
+    """Where it comes from: hub, package, ..."""
+    revision: _builtins.str
+    """The pinned revision."""
+    dim: _builtins.int
+    """Vector dimension; 0 for rerankers."""
+    max_seq_length: _builtins.int
+    languages: _builtins.str
+    """"multilingual" or a language code."""
+    note: _builtins.str
+    cached: _builtins.bool
+    """True when the model is in the cache (or packaged) and loads without a download."""
+    configured: _builtins.bool
+    """True when it is the configured embedder or reranker."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        source: _builtins.str = ...,
+        revision: _builtins.str = ...,
+        dim: _builtins.int = ...,
+        max_seq_length: _builtins.int = ...,
+        languages: _builtins.str = ...,
+        note: _builtins.str = ...,
+        cached: _builtins.bool = ...,
+        configured: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached", b"cached", "configured", b"configured", "dim", b"dim", "kind", b"kind", "languages", b"languages", "max_seq_length", b"max_seq_length", "name", b"name", "note", b"note", "revision", b"revision", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KnownModel: _TypeAlias = KnownModel  # noqa: Y015
 
 @_typing.final
 class DownloadModelRequest(_message.Message):
@@ -296,13 +367,13 @@ class DownloadModelResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _struct_pb2.Struct:
-        """JSON: the verify report {name, directory, revision, identity, ok, fully_pinned, files}."""
+    def result(self) -> Global___ModelReport:
+        """The verify report of the downloaded copy."""
 
     def __init__(
         self,
         *,
-        result: _struct_pb2.Struct | None = ...,
+        result: Global___ModelReport | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -311,6 +382,77 @@ class DownloadModelResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DownloadModelResponse: _TypeAlias = DownloadModelResponse  # noqa: Y015
+
+@_typing.final
+class ModelReport(_message.Message):
+    """A model directory checked against its pins."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DIRECTORY_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    IDENTITY_FIELD_NUMBER: _builtins.int
+    OK_FIELD_NUMBER: _builtins.int
+    FULLY_PINNED_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Hub id, or the directory when the model is not a known one."""
+    directory: _builtins.str
+    """The directory checked."""
+    revision: _builtins.str
+    """The pinned revision (or the identity, when nothing is pinned)."""
+    identity: _builtins.str
+    """"sha256:<checksum>" of the directory's files."""
+    ok: _builtins.bool
+    """No pinned file differs and no required file is missing."""
+    fully_pinned: _builtins.bool
+    """ok, and every present file was compared with a pin."""
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___ModelFile]:
+        """One verdict per file, by path."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        directory: _builtins.str = ...,
+        revision: _builtins.str = ...,
+        identity: _builtins.str = ...,
+        ok: _builtins.bool = ...,
+        fully_pinned: _builtins.bool = ...,
+        files: _abc.Iterable[Global___ModelFile] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["directory", b"directory", "files", b"files", "fully_pinned", b"fully_pinned", "identity", b"identity", "name", b"name", "ok", b"ok", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModelReport: _TypeAlias = ModelReport  # noqa: Y015
+
+@_typing.final
+class ModelFile(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    status: _builtins.str
+    """ok, mismatch, missing, unpinned or extra."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        status: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModelFile: _TypeAlias = ModelFile  # noqa: Y015
 
 @_typing.final
 class VerifyModelsRequest(_message.Message):
@@ -340,13 +482,11 @@ class VerifyModelsResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _struct_pb2.Struct:
-        """JSON: {reports: [{name, directory, revision, identity, ok, fully_pinned, files}]}."""
-
+    def result(self) -> Global___VerifyModelsResult: ...
     def __init__(
         self,
         *,
-        result: _struct_pb2.Struct | None = ...,
+        result: Global___VerifyModelsResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -355,3 +495,23 @@ class VerifyModelsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___VerifyModelsResponse: _TypeAlias = VerifyModelsResponse  # noqa: Y015
+
+@_typing.final
+class VerifyModelsResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPORTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def reports(self) -> _containers.RepeatedCompositeFieldContainer[Global___ModelReport]: ...
+    def __init__(
+        self,
+        *,
+        reports: _abc.Iterable[Global___ModelReport] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reports", b"reports"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyModelsResult: _TypeAlias = VerifyModelsResult  # noqa: Y015

@@ -4,6 +4,7 @@ isort:skip_file
 """
 
 from chatseek.common.v1 import common_pb2 as _common_pb2
+from chatseek.embed.v1 import embed_service_pb2 as _embed_service_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -246,11 +247,11 @@ class MessageStatsResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.StatsResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.StatsResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1323,11 +1324,11 @@ class EmbedStatusResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.EmbedStatusResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.EmbedStatusResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1407,19 +1408,29 @@ Global___ModelsRequest: _TypeAlias = ModelsRequest  # noqa: Y015
 class ModelsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    RESULT_FIELD_NUMBER: _builtins.int
+    LISTED_FIELD_NUMBER: _builtins.int
+    DOWNLOADED_FIELD_NUMBER: _builtins.int
+    VERIFIED_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def listed(self) -> _embed_service_pb2.KnownModelsResult: ...
+    @_builtins.property
+    def downloaded(self) -> _embed_service_pb2.ModelReport: ...
+    @_builtins.property
+    def verified(self) -> _embed_service_pb2.VerifyModelsResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        listed: _embed_service_pb2.KnownModelsResult | None = ...,
+        downloaded: _embed_service_pb2.ModelReport | None = ...,
+        verified: _embed_service_pb2.VerifyModelsResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["downloaded", b"downloaded", "listed", b"listed", "result", b"result", "verified", b"verified"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["downloaded", b"downloaded", "listed", b"listed", "result", b"result", "verified", b"verified"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["listed", "downloaded", "verified"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
 
 Global___ModelsResponse: _TypeAlias = ModelsResponse  # noqa: Y015
 
@@ -1444,13 +1455,11 @@ class StatusResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """{services: [{name, address, health, version, schema_version, feed_lag}]}."""
-
+    def result(self) -> Global___StatusResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: Global___StatusResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1459,6 +1468,197 @@ class StatusResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StatusResponse: _TypeAlias = StatusResponse  # noqa: Y015
+
+@_typing.final
+class StatusResult(_message.Message):
+    """Every service of the stack, in the order of chatseek_core.settings.SERVICES."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SERVICES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def services(self) -> _containers.RepeatedCompositeFieldContainer[Global___ServiceReport]: ...
+    def __init__(
+        self,
+        *,
+        services: _abc.Iterable[Global___ServiceReport] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["services", b"services"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StatusResult: _TypeAlias = StatusResult  # noqa: Y015
+
+@_typing.final
+class ServiceReport(_message.Message):
+    """One service as `chatseek status` shows it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class FeedLagEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    HEALTH_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    SCHEMA_VERSION_FIELD_NUMBER: _builtins.int
+    FEED_LAG_FIELD_NUMBER: _builtins.int
+    NONE_FIELD_NUMBER: _builtins.int
+    INGEST_FIELD_NUMBER: _builtins.int
+    UNITIZE_FIELD_NUMBER: _builtins.int
+    LEXICAL_FIELD_NUMBER: _builtins.int
+    VECTOR_FIELD_NUMBER: _builtins.int
+    EMBED_FIELD_NUMBER: _builtins.int
+    FAILURE_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    address: _builtins.str
+    """host:port the gateway reaches it at."""
+    health: _builtins.str
+    """The grpc.health ServingStatus name (SERVING, NOT_SERVING, ...), or DOWN when unreachable."""
+    version: _builtins.str
+    schema_version: _builtins.int
+    """Schema version of the database the service owns; 0 for stateless services."""
+    error: _builtins.str
+    """The reason of the status call's failure; left out when it answered."""
+    @_builtins.property
+    def feed_lag(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Per consumed feed: events the service has not processed yet."""
+
+    @_builtins.property
+    def none(self) -> Global___ServiceDetailsNone: ...
+    @_builtins.property
+    def ingest(self) -> _common_pb2.IngestStatusDetails: ...
+    @_builtins.property
+    def unitize(self) -> _common_pb2.UnitizeStatusDetails: ...
+    @_builtins.property
+    def lexical(self) -> _common_pb2.LexicalStatusDetails: ...
+    @_builtins.property
+    def vector(self) -> _common_pb2.VectorStatusDetails: ...
+    @_builtins.property
+    def embed(self) -> Global___ModelsInUse: ...
+    @_builtins.property
+    def failure(self) -> Global___ServiceFailure: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        address: _builtins.str = ...,
+        health: _builtins.str = ...,
+        version: _builtins.str = ...,
+        schema_version: _builtins.int = ...,
+        feed_lag: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        none: Global___ServiceDetailsNone | None = ...,
+        ingest: _common_pb2.IngestStatusDetails | None = ...,
+        unitize: _common_pb2.UnitizeStatusDetails | None = ...,
+        lexical: _common_pb2.LexicalStatusDetails | None = ...,
+        vector: _common_pb2.VectorStatusDetails | None = ...,
+        embed: Global___ModelsInUse | None = ...,
+        failure: Global___ServiceFailure | None = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["details", b"details", "embed", b"embed", "failure", b"failure", "ingest", b"ingest", "lexical", b"lexical", "none", b"none", "unitize", b"unitize", "vector", b"vector"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "details", b"details", "embed", b"embed", "error", b"error", "failure", b"failure", "feed_lag", b"feed_lag", "health", b"health", "ingest", b"ingest", "lexical", b"lexical", "name", b"name", "none", b"none", "schema_version", b"schema_version", "unitize", b"unitize", "vector", b"vector", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_details: _TypeAlias = _typing.Literal["none", "ingest", "unitize", "lexical", "vector", "embed", "failure"]  # noqa: Y015
+    _WhichOneofArgType_details: _TypeAlias = _typing.Literal["details", b"details"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_details) -> _WhichOneofReturnType_details | None: ...
+
+Global___ServiceReport: _TypeAlias = ServiceReport  # noqa: Y015
+
+@_typing.final
+class ServiceDetailsNone(_message.Message):
+    """No details: the gateway, fusion, or a service that is down."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServiceDetailsNone: _TypeAlias = ServiceDetailsNone  # noqa: Y015
+
+@_typing.final
+class ModelsInUse(_message.Message):
+    """The models the embed service serves."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EMBEDDER_FIELD_NUMBER: _builtins.int
+    RERANKER_FIELD_NUMBER: _builtins.int
+    RERANKER_ERROR_FIELD_NUMBER: _builtins.int
+    reranker_error: _builtins.str
+    """Why the reranker is unavailable; left out when it is not."""
+    @_builtins.property
+    def embedder(self) -> _embed_service_pb2.ModelIdentity: ...
+    @_builtins.property
+    def reranker(self) -> _embed_service_pb2.ModelIdentity:
+        """Left out when no reranker is configured or it cannot load."""
+
+    def __init__(
+        self,
+        *,
+        embedder: _embed_service_pb2.ModelIdentity | None = ...,
+        reranker: _embed_service_pb2.ModelIdentity | None = ...,
+        reranker_error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["embedder", b"embedder", "reranker", b"reranker"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedder", b"embedder", "reranker", b"reranker", "reranker_error", b"reranker_error"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModelsInUse: _TypeAlias = ModelsInUse  # noqa: Y015
+
+@_typing.final
+class ServiceFailure(_message.Message):
+    """Why a service answered its health check but not its status call."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    HINT_FIELD_NUMBER: _builtins.int
+    message: _builtins.str
+    hint: _builtins.str
+    def __init__(
+        self,
+        *,
+        message: _builtins.str = ...,
+        hint: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hint", b"hint", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServiceFailure: _TypeAlias = ServiceFailure  # noqa: Y015
 
 @_typing.final
 class VerifyRequest(_message.Message):
@@ -1525,11 +1725,11 @@ class BackupResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> Global___BackupResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: Global___BackupResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1538,3 +1738,55 @@ class BackupResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BackupResponse: _TypeAlias = BackupResponse  # noqa: Y015
+
+@_typing.final
+class BackupResult(_message.Message):
+    """The copies a backup wrote."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILES_FIELD_NUMBER: _builtins.int
+    DIRECTORY_FIELD_NUMBER: _builtins.int
+    directory: _builtins.str
+    """The directory the copies are in (absolute, on the gateway's file system)."""
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___BackupFile]:
+        """One per database file, in the order of the owners (ingest, unitize, lexical, vector)."""
+
+    def __init__(
+        self,
+        *,
+        files: _abc.Iterable[Global___BackupFile] | None = ...,
+        directory: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["directory", b"directory", "files", b"files"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupResult: _TypeAlias = BackupResult  # noqa: Y015
+
+@_typing.final
+class BackupFile(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILE_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    file: _builtins.str
+    """The file's name, e.g. ingest.db."""
+    bytes: _builtins.int
+    """Its size in bytes."""
+    def __init__(
+        self,
+        *,
+        file: _builtins.str = ...,
+        bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "file", b"file"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupFile: _TypeAlias = BackupFile  # noqa: Y015
