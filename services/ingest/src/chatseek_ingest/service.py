@@ -1,6 +1,6 @@
 """The ingest servicer: proto in, typed core call, proto out.
 
-Telegram RPCs connect one client per call (``telegram.runtime.account_client``) and run their
+Telegram RPCs connect one client per call (``runtime.account_client``) and run their
 pass over a connection of their own, since a pass hands it from thread to thread. Long passes
 stream ``OperationEvent`` progress, then their report; consumers are nudged after commits.
 """
@@ -26,7 +26,14 @@ from chatseek_core.status import service_status
 from chatseek_ingest import chats, store, tags
 from chatseek_ingest.auth import complete_login, start_login
 from chatseek_ingest.deps import Deps
+from chatseek_ingest.downloads import extract_media, media_limits
 from chatseek_ingest.prune import prune_deleted
+from chatseek_ingest.runtime import (
+    LazyClient,
+    account_client,
+    login_factory,
+    refuse_if_syncing,
+)
 from chatseek_ingest.schema import OWNER
 from chatseek_ingest.sources import (
     DIALOGS_LIMIT,
@@ -38,13 +45,6 @@ from chatseek_ingest.sources import (
 )
 from chatseek_ingest.sync import SyncProgress, sync
 from chatseek_ingest.telegram import FloodPolicy, TelegramClientLike, session_path
-from chatseek_ingest.telegram.downloads import extract_media, media_limits
-from chatseek_ingest.telegram.runtime import (
-    LazyClient,
-    account_client,
-    login_factory,
-    refuse_if_syncing,
-)
 from chatseek_ingest.upload import (
     TMP_DIR,
     UploadChunk,
