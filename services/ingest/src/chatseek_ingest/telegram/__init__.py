@@ -22,6 +22,7 @@ from chatseek_ingest.telegram.client import (
 )
 from chatseek_ingest.telegram.fetch import (
     UNAVAILABLE_ERRORS,
+    FetchArgs,
     Fetched,
     collect,
     fetch_messages,
@@ -43,6 +44,7 @@ __all__ = [
     "GENERAL_TOPIC_ID",
     "SESSIONS_DIR",
     "UNAVAILABLE_ERRORS",
+    "FetchArgs",
     "Fetched",
     "FloodNotice",
     "FloodPolicy",
