@@ -18,9 +18,9 @@ from chatseek_ingest.auth import (
     start_login,
     write_session,
 )
+from chatseek_ingest.runtime import account_client
 from chatseek_ingest.server import open_deps
 from chatseek_ingest.telegram import open_client, read_session, session_path
-from chatseek_ingest.telegram.runtime import account_client
 from chatseek_testing.services import temp_settings
 from chatseek_testing.telegram import DEFAULT_CODE, DEFAULT_PHONE, FakeTelegram
 

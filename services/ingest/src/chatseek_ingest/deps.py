@@ -12,8 +12,8 @@ from chatseek_core import db
 from chatseek_core.consumer import Nudger
 from chatseek_core.settings import Settings
 from chatseek_ingest.auth import PendingLogins
+from chatseek_ingest.runtime import TelegramFactory
 from chatseek_ingest.telegram import open_client
-from chatseek_ingest.telegram.runtime import TelegramFactory
 
 __all__ = ["Deps"]
 

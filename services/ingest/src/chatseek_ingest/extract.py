@@ -24,7 +24,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chatseek_core import db
 from chatseek_core.db import Connection
@@ -37,6 +37,10 @@ from chatseek_ingest.extract_ocr import (
     ocr_engine,
     ocr_image,
 )
+
+if TYPE_CHECKING:  # docx is imported when a DOCX is read, not with this module
+    from docx.blkcntnr import BlockItemContainer
+    from docx.document import Document as DocxDocument
 
 __all__ = [
     "BATCH_SIZE",
@@ -406,7 +410,7 @@ def _check_docx_zip(path: Path, limits: Limits) -> str | None:
     return None
 
 
-def _docx_blocks(container: Any) -> Iterator[str]:
+def _docx_blocks(container: DocxDocument | BlockItemContainer) -> Iterator[str]:
     """Paragraph texts of a document or table cell in reading order, tables cell by cell."""
     from docx.table import Table
     from docx.text.paragraph import Paragraph

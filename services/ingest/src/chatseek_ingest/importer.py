@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from chatseek_core import db
 from chatseek_core.errors import MalformedExport
@@ -29,7 +29,7 @@ from chatseek_ingest import store
 from chatseek_ingest.export import ExportSource, export_slug, iter_export, open_export
 from chatseek_ingest.model import ExportChat, ExportMessage, ExportWarning
 
-__all__ = ["BATCH_MESSAGES", "ImportReport", "import_export"]
+__all__ = ["BATCH_MESSAGES", "ImportReport", "ImportedChat", "ReportWarning", "import_export"]
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,31 @@ PROGRESS_EVERY_S = 0.5
 Progress = Callable[[tuple[int, int, str]], None]
 
 
+class ImportedChat(TypedDict):
+    """A chat of an import's report."""
+
+    id: int
+    title: str
+    type: str
+    source: str
+
+
+class ReportWarning(TypedDict):
+    """An ``ExportWarning`` in an import's report."""
+
+    kind: str
+    message: str
+    chat_id: int | None
+    msg_id: int | None
+    location: str
+
+
 @dataclass
 class ImportReport:
     """The closing report of one import (also its ``--json`` document)."""
 
     source: str
-    chats: list[dict[str, Any]] = field(default_factory=list)
+    chats: list[ImportedChat] = field(default_factory=list)
     messages_imported: int = 0
     new: int = 0
     updated: int = 0
@@ -52,7 +71,7 @@ class ImportReport:
     service_messages: int = 0
     skipped: int = 0
     media: dict[str, int] = field(default_factory=dict)
-    warnings: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[ReportWarning] = field(default_factory=list)
     truncated: bool = False
     media_text: dict[str, int] = field(default_factory=dict)
 
@@ -94,7 +113,7 @@ class _Importer:
         self.on_commit = on_commit
         self.report = ImportReport(source=source_id)
         self.buffer: list[ExportMessage] = []
-        self.chats: dict[int, dict[str, Any]] = {}
+        self.chats: dict[int, ImportedChat] = {}
         self.last_progress = 0.0
         self.seen = 0
         self.titled_chat: int | None = None

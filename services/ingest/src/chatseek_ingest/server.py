@@ -14,10 +14,10 @@ from chatseek_core.runner import Running
 from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
 from chatseek_ingest.deps import Deps
+from chatseek_ingest.runtime import TelegramFactory
 from chatseek_ingest.schema import MIGRATIONS, OWNER
 from chatseek_ingest.service import IngestServicer
 from chatseek_ingest.telegram import open_client
-from chatseek_ingest.telegram.runtime import TelegramFactory
 from chatseek_ingest.upload import discard_stale_work
 
 __all__ = ["create_server", "open_deps", "start"]

@@ -1,6 +1,6 @@
 """The ingest servicer: proto in, typed core call, proto out.
 
-Telegram RPCs connect one client per call (``telegram.runtime.account_client``) and run their
+Telegram RPCs connect one client per call (``runtime.account_client``) and run their
 pass over a connection of their own, since a pass hands it from thread to thread. Long passes
 stream ``OperationEvent`` progress, then their report; consumers are nudged after commits.
 """
@@ -26,7 +26,14 @@ from chatseek_core.status import service_status
 from chatseek_ingest import chats, store, tags
 from chatseek_ingest.auth import complete_login, start_login
 from chatseek_ingest.deps import Deps
+from chatseek_ingest.downloads import extract_media, media_limits
 from chatseek_ingest.prune import prune_deleted
+from chatseek_ingest.runtime import (
+    LazyClient,
+    account_client,
+    login_factory,
+    refuse_if_syncing,
+)
 from chatseek_ingest.schema import OWNER
 from chatseek_ingest.sources import (
     DIALOGS_LIMIT,
@@ -38,13 +45,6 @@ from chatseek_ingest.sources import (
 )
 from chatseek_ingest.sync import SyncProgress, sync
 from chatseek_ingest.telegram import FloodPolicy, TelegramClientLike, session_path
-from chatseek_ingest.telegram.downloads import extract_media, media_limits
-from chatseek_ingest.telegram.runtime import (
-    LazyClient,
-    account_client,
-    login_factory,
-    refuse_if_syncing,
-)
 from chatseek_ingest.upload import (
     TMP_DIR,
     UploadChunk,
@@ -57,15 +57,16 @@ __all__ = ["IngestServicer"]
 
 log = logging.getLogger(__name__)
 
-Ctx = grpc.aio.ServicerContext[Any, Any]
+Ctx = grpc.aio.ServicerContext
 NUDGE_MIN_INTERVAL_S = 0.5
 
-Progress = Callable[[Any], None]
-"""Receives ``(done, total, note)`` or a ``SyncProgress``."""
+ProgressValue = tuple[int, int, str] | SyncProgress
+"""What a pass reports: ``(done, total, note)`` or a ``SyncProgress``."""
+Progress = Callable[[ProgressValue], None]
 Work = Callable[[Progress], Awaitable[Mapping[str, Any]]]
 
 
-def _progress_event(stage: str, value: Any) -> common_pb2.OperationEvent:
+def _progress_event(stage: str, value: ProgressValue) -> common_pb2.OperationEvent:
     if isinstance(value, SyncProgress):
         event: common_pb2.OperationEvent = operation_progress(
             stage,
@@ -153,7 +154,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         committed = self._committed_hook()
 
         def nudging(on_progress: Progress) -> Awaitable[Mapping[str, Any]]:
-            def report(value: Any) -> None:
+            def report(value: ProgressValue) -> None:
                 committed()
                 on_progress(value)
 
@@ -162,7 +163,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         report: Mapping[str, Any] = {}
         async for kind, value in progress_stream(nudging, cancel=True):
             if kind == "progress":
-                yield _progress_event(stage, value)
+                yield _progress_event(stage, cast(ProgressValue, value))
             else:
                 report = cast(Mapping[str, Any], value)
         await self._deps.nudger.nudge()
@@ -171,7 +172,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     # --- import ---
 
     async def ImportExport(
-        self, request_iterator: AsyncIterator[pb.ImportExportRequest], context: Ctx
+        self,
+        request_iterator: AsyncIterator[pb.ImportExportRequest],
+        context: Ctx[pb.ImportExportRequest, pb.ImportExportResponse],
     ) -> AsyncIterator[pb.ImportExportResponse]:
         try:
             async for response in self._import(request_iterator):
@@ -199,7 +202,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
     # --- Telegram: auth ---
 
-    async def StartAuth(self, request: pb.StartAuthRequest, context: Ctx) -> pb.StartAuthResponse:
+    async def StartAuth(
+        self, request: pb.StartAuthRequest, context: Ctx[pb.StartAuthRequest, pb.StartAuthResponse]
+    ) -> pb.StartAuthResponse:
         account = self._account(request.account)
         session_path(self._deps.settings.home, account)
         factory = await to_thread(login_factory, self._deps.settings, self._deps.telegram_factory)
@@ -207,7 +212,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         return pb.StartAuthResponse(login_token=token)
 
     async def CompleteAuth(
-        self, request: pb.CompleteAuthRequest, context: Ctx
+        self,
+        request: pb.CompleteAuthRequest,
+        context: Ctx[pb.CompleteAuthRequest, pb.CompleteAuthResponse],
     ) -> pb.CompleteAuthResponse:
         result = await complete_login(
             self._deps.logins,
@@ -221,7 +228,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
     # --- Telegram: sources and dialogs ---
 
-    async def Dialogs(self, request: pb.DialogsRequest, context: Ctx) -> pb.DialogsResponse:
+    async def Dialogs(
+        self, request: pb.DialogsRequest, context: Ctx[pb.DialogsRequest, pb.DialogsResponse]
+    ) -> pb.DialogsResponse:
         async with self._telegram(self._account(request.account)) as client:
             matches = await dialogs(client, request.query, request.limit or DIALOGS_LIMIT)
         return pb.DialogsResponse(
@@ -229,13 +238,17 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         )
 
     async def ListSources(
-        self, request: pb.ListSourcesRequest, context: Ctx
+        self,
+        request: pb.ListSourcesRequest,
+        context: Ctx[pb.ListSourcesRequest, pb.ListSourcesResponse],
     ) -> pb.ListSourcesResponse:
         account = self._account(request.account)
         rows = await to_thread(lambda: list_sources(self._deps.pool.get(), account))
         return pb.ListSourcesResponse(result=document({"sources": [r.to_dict() for r in rows]}))
 
-    async def AddSource(self, request: pb.AddSourceRequest, context: Ctx) -> pb.AddSourceResponse:
+    async def AddSource(
+        self, request: pb.AddSourceRequest, context: Ctx[pb.AddSourceRequest, pb.AddSourceResponse]
+    ) -> pb.AddSourceResponse:
         account = self._account(request.account)
         async with self._connection() as conn, self._telegram(account) as client:
             added = await add_source(
@@ -249,7 +262,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         return pb.AddSourceResponse(result=document(added.to_dict()))
 
     async def RemoveSource(
-        self, request: pb.RemoveSourceRequest, context: Ctx
+        self,
+        request: pb.RemoveSourceRequest,
+        context: Ctx[pb.RemoveSourceRequest, pb.RemoveSourceResponse],
     ) -> pb.RemoveSourceResponse:
         account = self._account(request.account)
         removed = await to_thread(
@@ -259,7 +274,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         return pb.RemoveSourceResponse(result=document(removed.to_dict()))
 
     async def PruneSources(
-        self, request: pb.PruneSourcesRequest, context: Ctx
+        self,
+        request: pb.PruneSourcesRequest,
+        context: Ctx[pb.PruneSourcesRequest, pb.PruneSourcesResponse],
     ) -> pb.PruneSourcesResponse:
         account = self._account(request.account)
         async with self._connection() as conn, self._telegram(account) as client:
@@ -270,7 +287,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
     # --- Telegram: passes ---
 
-    async def Sync(self, request: pb.SyncRequest, context: Ctx) -> AsyncIterator[pb.SyncResponse]:
+    async def Sync(
+        self, request: pb.SyncRequest, context: Ctx[pb.SyncRequest, pb.SyncResponse]
+    ) -> AsyncIterator[pb.SyncResponse]:
         account = self._account(request.account)
         async with self._connection() as conn:
             await to_thread(refuse_if_syncing, conn)
@@ -293,7 +312,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                     yield pb.SyncResponse(event=event)
 
     async def PruneDeleted(
-        self, request: pb.PruneDeletedRequest, context: Ctx
+        self,
+        request: pb.PruneDeletedRequest,
+        context: Ctx[pb.PruneDeletedRequest, pb.PruneDeletedResponse],
     ) -> AsyncIterator[pb.PruneDeletedResponse]:
         account = self._account(request.account)
         async with self._connection() as conn:
@@ -315,7 +336,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                     yield pb.PruneDeletedResponse(event=event)
 
     async def Extract(
-        self, request: pb.ExtractRequest, context: Ctx
+        self, request: pb.ExtractRequest, context: Ctx[pb.ExtractRequest, pb.ExtractResponse]
     ) -> AsyncIterator[pb.ExtractResponse]:
         account = self._account(request.account)
         settings = self._deps.settings
@@ -352,7 +373,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
     # --- chats and tags ---
 
-    async def ListChats(self, request: pb.ListChatsRequest, context: Ctx) -> pb.ListChatsResponse:
+    async def ListChats(
+        self, request: pb.ListChatsRequest, context: Ctx[pb.ListChatsRequest, pb.ListChatsResponse]
+    ) -> pb.ListChatsResponse:
         accounts: list[str] | None
         if "*" in request.accounts:
             accounts = None
@@ -395,13 +418,17 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             msg_id=target.msg_id,
         )
 
-    async def AddTag(self, request: pb.AddTagRequest, context: Ctx) -> pb.AddTagResponse:
+    async def AddTag(
+        self, request: pb.AddTagRequest, context: Ctx[pb.AddTagRequest, pb.AddTagResponse]
+    ) -> pb.AddTagResponse:
         target = self._tag_target(request.target)
 
         added = await to_thread(lambda: tags.add_tag(self._deps.pool.get(), request.tag, target))
         return pb.AddTagResponse(added=added)
 
-    async def RemoveTag(self, request: pb.RemoveTagRequest, context: Ctx) -> pb.RemoveTagResponse:
+    async def RemoveTag(
+        self, request: pb.RemoveTagRequest, context: Ctx[pb.RemoveTagRequest, pb.RemoveTagResponse]
+    ) -> pb.RemoveTagResponse:
         target = self._tag_target(request.target)
 
         removed = await to_thread(
@@ -409,14 +436,18 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         )
         return pb.RemoveTagResponse(removed=removed)
 
-    async def ListTags(self, request: pb.ListTagsRequest, context: Ctx) -> pb.ListTagsResponse:
+    async def ListTags(
+        self, request: pb.ListTagsRequest, context: Ctx[pb.ListTagsRequest, pb.ListTagsResponse]
+    ) -> pb.ListTagsResponse:
         account = self._account(request.account)
         rows = await to_thread(lambda: tags.list_tags(self._deps.pool.get(), account))
         return pb.ListTagsResponse(result=document({"tags": rows}))
 
     # --- status ---
 
-    async def GetStatus(self, request: pb.GetStatusRequest, context: Ctx) -> pb.GetStatusResponse:
+    async def GetStatus(
+        self, request: pb.GetStatusRequest, context: Ctx[pb.GetStatusRequest, pb.GetStatusResponse]
+    ) -> pb.GetStatusResponse:
         def read() -> pb.GetStatusResponse:
             schema_version, details = store.status(self._deps.pool.get())
             return pb.GetStatusResponse(

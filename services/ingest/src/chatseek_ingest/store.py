@@ -15,7 +15,6 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from chatseek_core import db, feed
 from chatseek_core.db import Connection
@@ -113,7 +112,7 @@ def _json_list(values: list[str]) -> str:
 def message_hash(message: ExportMessage) -> str:
     """A digest of everything about a message that derived stores depend on."""
     media = message.media
-    parts: list[Any] = [
+    parts: list[object] = [
         message.date,
         message.edit_date,
         message.kind,

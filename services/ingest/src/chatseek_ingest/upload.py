@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from io import BufferedWriter
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
 
@@ -90,7 +91,7 @@ def discard_stale_work(data_dir: Path) -> int:
     return len(stale)
 
 
-def _open_upload(target: Path) -> Any:
+def _open_upload(target: Path) -> BufferedWriter:
     """The work-folder file an uploaded export file is appended to (its folder created)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     return open(target, "ab")  # noqa: SIM115 - closed by the caller when its last chunk came
@@ -135,7 +136,7 @@ async def _receive(
     start: UploadStart | None = None
     received = 0
     reported = 0
-    handles: dict[str, Any] = {}
+    handles: dict[str, BufferedWriter] = {}
     async for item in items:
         if isinstance(item, UploadStart):
             start = item
@@ -170,7 +171,7 @@ def _import_folder(
     start: UploadStart,
     account: str,
     on_commit: Callable[[], None],
-    on_progress: Callable[[Any], None],
+    on_progress: Callable[[tuple[int, int, str]], None],
 ) -> dict[str, Any]:
     """Import the export received into ``workdir``, then read its media; returns the report."""
     json_name = start.json_name or DEFAULT_JSON_NAME

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from collections.abc import Mapping
 from typing import Any
 
 from chatseek_ingest.export.fields import MAX_DIGITS, SUPERGROUP_ID_OFFSET, clipped
@@ -89,7 +90,7 @@ class Chat:
         return f"{self.location}.messages[{index}]" if self.location else f"messages[{index}]"
 
 
-def header_ready(obj: dict[str, Any], finished: bool) -> bool:
+def header_ready(obj: Mapping[str, object], finished: bool) -> bool:
     """Whether a chat's header keys are all read (or the chat object is)."""
     if "id" not in obj or "type" not in obj:
         return finished
@@ -106,7 +107,7 @@ def mark_chat(chat_type: str, raw_id: int) -> int:
     return raw_id
 
 
-def make_header(cur: Chat, fields: dict[str, Any], label: str) -> ExportChat | ExportWarning:
+def make_header(cur: Chat, fields: Mapping[str, object], label: str) -> ExportChat | ExportWarning:
     """The header of ``cur`` read from ``fields``; a warning when its type is unknown (skipped).
 
     Raises:

@@ -54,7 +54,7 @@ def _in_range(unixtime: int, name: str) -> int:
     return unixtime
 
 
-def parse_unix(unixtime: Any, iso: Any, name: str) -> int | None:
+def parse_unix(unixtime: object, iso: object, name: str) -> int | None:
     """Unix seconds from ``<name>_unixtime`` or else the ISO ``<name>``; None when neither."""
     if unixtime is not None:
         value = parse_digits(unixtime) if type(unixtime) is str else unixtime
@@ -74,7 +74,7 @@ def parse_unix(unixtime: Any, iso: Any, name: str) -> int | None:
     return _in_range(int(stamp.timestamp()), name)
 
 
-def parse_peer(value: Any, name: str) -> tuple[str | None, int | None]:
+def parse_peer(value: object, name: str) -> tuple[str | None, int | None]:
     """``user123`` / ``channel123`` / ``chat123`` / a bare number -> (kind, bare id)."""
     if value is None:
         return None, None
@@ -106,28 +106,28 @@ def marked_id(kind: str | None, bare: int | None) -> int | None:
     return bare
 
 
-def opt_str(value: Any, name: str) -> str | None:
+def opt_str(value: object, name: str) -> str | None:
     """``value`` when it is a string or None."""
     if value is None or type(value) is str:
         return value
     raise BadField(f"'{name}' is not a string")
 
 
-def opt_int(value: Any, name: str) -> int | None:
+def opt_int(value: object, name: str) -> int | None:
     """``value`` when it is an integer or None."""
     if value is None or type(value) is int:
         return value
     raise BadField(f"'{name}' is not an integer")
 
 
-def need_str(value: Any, name: str) -> str:
+def need_str(value: object, name: str) -> str:
     """``value`` when it is a string."""
     if type(value) is not str:
         raise BadField(f"'{name}' is not a string")
     return value
 
 
-def parse_text(entities: Any, text: Any) -> tuple[str, list[dict[str, Any]], bool]:
+def parse_text(entities: object, text: object) -> tuple[str, list[dict[str, Any]], bool]:
     """Plain text, entities and whether a link entity is present, from runs or a string."""
     if type(text) is str and (
         type(entities) is not list
@@ -185,14 +185,14 @@ def parse_text(entities: Any, text: Any) -> tuple[str, list[dict[str, Any]], boo
     return "".join(parts), out, link
 
 
-def runs_text(value: Any, name: str) -> str:
+def runs_text(value: object, name: str) -> str:
     """A string that newer exports may write as a list of text runs (poll questions)."""
     if value is None:
         return ""
     return parse_text(None, value)[0] if type(value) is list else need_str(value, name)
 
 
-def parse_reactions(value: Any) -> dict[str, int]:
+def parse_reactions(value: object) -> dict[str, int]:
     """Reaction counts by emoji (``custom:<id>`` for custom ones)."""
     if value is None:
         return {}
@@ -218,7 +218,7 @@ def parse_reactions(value: Any) -> dict[str, int]:
     return out
 
 
-def parse_buttons(value: Any) -> tuple[list[list[dict[str, Any]]], bool]:
+def parse_buttons(value: object) -> tuple[list[list[dict[str, Any]]], bool]:
     """The inline keyboard's rows, and whether a button opens a URL."""
     if value is None:
         return [], False

@@ -216,7 +216,7 @@ def _placeholder(value: str) -> str | None:
     return "unavailable"
 
 
-def _geo(value: Any) -> dict[str, Any]:
+def _geo(value: object) -> dict[str, Any]:
     if value is None:
         return {}
     if type(value) is not dict:
@@ -227,7 +227,7 @@ def _geo(value: Any) -> dict[str, Any]:
     return {"latitude": float(lat), "longitude": float(lon)}
 
 
-def _poll(value: Any) -> dict[str, Any]:
+def _poll(value: object) -> dict[str, Any]:
     if type(value) is not dict:
         raise BadField("'poll' is not an object")
     answers = value.get("answers") or []
@@ -252,7 +252,7 @@ def _poll(value: Any) -> dict[str, Any]:
     }
 
 
-def _todo(value: Any) -> dict[str, Any]:
+def _todo(value: object) -> dict[str, Any]:
     if type(value) is not dict:
         raise BadField("'todo_list' is not an object")
     items = value.get("answers") or []

@@ -90,7 +90,7 @@ buttons, media, url_button)``: a plain tuple, as this runs once per message."""
 
 
 def message_records(
-    cur: Chat, raw: Any, index: int, root_real: str, label: str
+    cur: Chat, raw: object, index: int, root_real: str, label: str
 ) -> Iterator[ExportChat | ExportMessage | ExportWarning]:
     """The records of message ``index`` of ``cur``, in the order they are handed out.
 

@@ -11,7 +11,17 @@ from typing import Any, BinaryIO, Protocol
 
 import ijson
 
-__all__ = ["CHUNK_BYTES", "JSON_SPACE", "PARSE_ERRORS", "parse_events", "pipeline", "skip_bom"]
+__all__ = [
+    "CHUNK_BYTES",
+    "JSON_SPACE",
+    "PARSE_ERRORS",
+    "Event",
+    "Feed",
+    "Sink",
+    "parse_events",
+    "pipeline",
+    "skip_bom",
+]
 
 CHUNK_BYTES = 64 * 1024
 
@@ -20,6 +30,24 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 # decoder then raises UnicodeDecodeError instead of ijson's own error.
 PARSE_ERRORS = (ijson.JSONError, UnicodeDecodeError)
 JSON_SPACE = b" \t\r\n"
+
+Event = tuple[str, str, str | int | float | bool | None]
+"""ijson's ``(prefix, event, value)``; the value is a key, a scalar (floats, not ``Decimal``),
+or None for the events that open and close containers."""
+
+
+class Feed(Protocol):
+    """A push parser: ``send`` it the document's bytes in pieces, then ``close`` it."""
+
+    def send(self, data: bytes, /) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Sink(Protocol):
+    """Where a push parser puts each completed value (``ijson.sendable_list``)."""
+
+    def send(self, value: object, /) -> None: ...
 
 
 class _Direct:
@@ -31,20 +59,22 @@ class _Direct:
 
     __slots__ = ("send",)
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: object) -> None:
         self.send = target
 
 
+# ijson ships no types: its backend module and coroutines stay ``Any`` here.
 try:
     _C_BACKEND: Any = ijson.get_backend("yajl2_c")
 except ImportError:
     _C_BACKEND = None
 
 
-def _direct_pipeline(target: Any, prefix: str, map_type: Callable[[], Any] | None) -> Any:
+def _direct_pipeline(target: Sink, prefix: str, map_type: Callable[[], object] | None) -> Feed:
     items = _C_BACKEND.items_basecoro(target, prefix, map_type)
     parse = _C_BACKEND.parse_basecoro(_Direct(items))
-    return _C_BACKEND.basic_parse_basecoro(_Direct(parse), use_float=True)
+    feed: Feed = _C_BACKEND.basic_parse_basecoro(_Direct(parse), use_float=True)
+    return feed
 
 
 def _direct_pipeline_works() -> bool:
@@ -64,21 +94,22 @@ def _direct_pipeline_works() -> bool:
 _FAST_PIPELINE = _direct_pipeline_works()
 
 
-def pipeline(target: Any, prefix: str, map_type: Callable[[], Any] | None = None) -> Any:
+def pipeline(target: Sink, prefix: str, map_type: Callable[[], object] | None = None) -> Feed:
     """A push parser: ``send(bytes)`` then ``close()``; completed values go to ``target``."""
     if _FAST_PIPELINE:
         return _direct_pipeline(target, prefix, map_type)
-    return ijson.items_coro(target, prefix, map_type=map_type, use_float=True)
+    feed: Feed = ijson.items_coro(target, prefix, map_type=map_type, use_float=True)
+    return feed
 
 
 class _Readable(Protocol):
     def read(self, size: int = -1, /) -> bytes: ...
 
 
-def parse_events(f: _Readable) -> Iterator[tuple[str, str, Any]]:
+def parse_events(f: _Readable) -> Iterator[Event]:
     """ijson's ``(prefix, event, value)`` events of ``f``, from the C backend when present."""
     if _C_BACKEND is not None:
-        events: Iterator[tuple[str, str, Any]] = _C_BACKEND.parse(f, use_float=True)
+        events: Iterator[Event] = _C_BACKEND.parse(f, use_float=True)
     else:
         events = ijson.parse(f, use_float=True)
     return events

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import ijson
 
@@ -27,7 +26,7 @@ __all__ = ["count_items", "header_fields"]
 log = logging.getLogger(__name__)
 
 
-def header_fields(json_path: Path, cur: Chat) -> tuple[dict[str, Any], bool]:
+def header_fields(json_path: Path, cur: Chat) -> tuple[dict[str, object], bool]:
     """Read a chat's header keys with a second streaming pass (keys after ``messages``).
 
     Returns:
@@ -36,7 +35,7 @@ def header_fields(json_path: Path, cur: Chat) -> tuple[dict[str, Any], bool]:
     item = f"{cur.section}.list.item" if cur.section else ""
     wanted = {(f"{item}.{key}" if item else key): key for key in ("name", "type", "id")}
     seen = -1 if cur.section else 0
-    fields: dict[str, Any] = {}
+    fields: dict[str, object] = {}
     log.debug("chat %s: header follows its messages; looking it up", cur.location or "root")
     with open(json_path, "rb") as f:
         skip_bom(f)

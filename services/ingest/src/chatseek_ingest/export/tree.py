@@ -103,7 +103,7 @@ class PartialTree:
             if complete:
                 del root[key]
 
-    def _pump_section(self, name: str, section: Any, complete: bool) -> Iterator[ExportRecord]:
+    def _pump_section(self, name: str, section: object, complete: bool) -> Iterator[ExportRecord]:
         if type(section) is not dict:
             raise malformed(self._label, name, "expected an object holding a 'list' array")
         chats = section.get("list")
@@ -126,7 +126,7 @@ class PartialTree:
             self._section_consumed[name] = self._section_consumed.get(name, 0) + cur.consumed
             self._chat = None
 
-    def _open_chat(self, section: str, index: int, obj: Any) -> Chat:
+    def _open_chat(self, section: str, index: int, obj: object) -> Chat:
         if type(obj) is not dict:
             where = f"{section}.list[{index}]" if section else "top level"
             raise malformed(self._label, where, "expected a chat object")
@@ -231,7 +231,7 @@ class PartialTree:
             location=where.lstrip(". "),
         )
 
-    def _complete_count(self, cur: Chat, pending: list[Any], fed: int) -> int:
+    def _complete_count(self, cur: Chat, pending: list[object], fed: int) -> int:
         """How many of ``pending`` (the undrained tail of a cut chat) are complete objects."""
         if not pending:
             return 0
@@ -243,7 +243,7 @@ class PartialTree:
         return max(0, min(len(pending), done_here))
 
 
-def _prune(value: Any, depth: int) -> None:
+def _prune(value: object, depth: int) -> None:
     """Empty the arrays of a section nobody reads, so it never grows while it streams."""
     if type(value) is list:
         value.clear()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from chatseek_core import db
 from chatseek_core.aio import to_thread
@@ -26,9 +26,18 @@ from chatseek_ingest.telegram import (
     TelegramClientLike,
 )
 
-__all__ = ["AddedSource", "SourceInfo", "add_source", "list_sources"]
+__all__ = ["AddedChat", "AddedSource", "SourceInfo", "add_source", "list_sources"]
 
 log = logging.getLogger(__name__)
+
+
+class AddedChat(TypedDict):
+    """A chat ``add_source`` stored."""
+
+    id: int
+    title: str
+    type: str
+    username: str | None
 
 
 @dataclass
@@ -38,7 +47,7 @@ class AddedSource:
     source: str
     kind: str
     title: str
-    chats: list[dict[str, Any]]
+    chats: list[AddedChat]
     hint: str
     skipped_imports: list[int] = field(default_factory=list)
 

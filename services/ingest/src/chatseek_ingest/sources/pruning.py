@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from chatseek_core import db
 from chatseek_core.aio import to_thread
@@ -32,9 +32,23 @@ from chatseek_ingest.telegram import (
     get_folders,
 )
 
-__all__ = ["PruneSourcesReport", "prune_sources"]
+__all__ = ["KeptChat", "PruneSourcesReport", "PrunedChat", "prune_sources"]
 
 log = logging.getLogger(__name__)
+
+
+class PrunedChat(TypedDict):
+    """A chat ``prune_sources`` removed (or would remove)."""
+
+    chat_id: int
+    title: str
+    source_id: str
+
+
+class KeptChat(PrunedChat):
+    """A chat ``prune_sources`` kept, with why."""
+
+    reason: str
 
 
 @dataclass
@@ -42,8 +56,8 @@ class PruneSourcesReport:
     """What ``prune_sources`` removed (or would remove) and what it kept, with why."""
 
     dry_run: bool
-    removed: list[dict[str, Any]] = field(default_factory=list)
-    kept: list[dict[str, Any]] = field(default_factory=list)
+    removed: list[PrunedChat] = field(default_factory=list)
+    kept: list[KeptChat] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """``{would_remove | removed: [{chat_id, title, source_id}], kept: [...], dry_run}``."""

@@ -6,11 +6,12 @@ The client is called through the run's flood policy, whose deadline is the budge
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Unpack
 
 from chatseek_core import db
 from chatseek_ingest.sync.report import Progress, SyncProgress, SyncReport
 from chatseek_ingest.telegram import (
+    FetchArgs,
     Fetched,
     FloodPolicy,
     TelegramClientLike,
@@ -96,7 +97,7 @@ class RunContext:
         return self.dialogs
 
     async def fetch(
-        self, peer: Any, limit: int | None, *, reverse: bool = False, **kwargs: Any
+        self, peer: Any, limit: int | None, *, reverse: bool = False, **kwargs: Unpack[FetchArgs]
     ) -> Fetched:
         """One resumable ``iter_messages`` (see ``fetch_messages``) under the flood policy."""
         return await fetch_messages(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
-__all__ = ["Progress", "SyncProgress", "SyncReport"]
+__all__ = ["Progress", "SyncProgress", "SyncReport", "UnavailableChat"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,14 @@ Progress = Callable[[SyncProgress], None]
 """Receives a ``SyncProgress`` after every committed batch and around every flood wait."""
 
 
+class UnavailableChat(TypedDict):
+    """A chat Telegram refused in a sync, with Telegram's reason (``unavailable_reason``)."""
+
+    chat_id: int
+    title: str
+    reason: str
+
+
 @dataclass
 class SyncReport:
     """What one sync did (also its JSON document).
@@ -61,7 +69,7 @@ class SyncReport:
     deleted: int = 0
     chats_done: int = 0
     chats_remaining: int = 0
-    unavailable: list[dict[str, Any]] = field(default_factory=list)
+    unavailable: list[UnavailableChat] = field(default_factory=list)
     flood_wait_s: float = 0.0
     stopped_by: str | None = None
     takeout: str | None = None

@@ -6,8 +6,8 @@ policy every Telegram-using core function shares (``flood``, ``fetch``), peers a
 (``peers``), and ``chat_record`` / ``to_records`` (``chats``, ``messages``, ``media``), which
 turn real Telethon objects into the same records an export produces. Invariants: chat ids are
 marked (``telethon.utils.get_peer_id``); conversion does no I/O; only ``auth`` writes a session
-file. ``runtime`` and ``downloads`` (credentials, connected clients, media fetching) are
-imported by their own paths: they depend on ``chatseek_ingest.sync``, which depends on this.
+file. Nothing here imports ``auth``, ``sync`` or the glue above them (``chatseek_ingest.runtime``
+for credentials and connected clients, ``chatseek_ingest.downloads`` for media fetching).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from chatseek_ingest.telegram.client import (
 )
 from chatseek_ingest.telegram.fetch import (
     UNAVAILABLE_ERRORS,
+    FetchArgs,
     Fetched,
     collect,
     fetch_messages,
@@ -43,6 +44,7 @@ __all__ = [
     "GENERAL_TOPIC_ID",
     "SESSIONS_DIR",
     "UNAVAILABLE_ERRORS",
+    "FetchArgs",
     "Fetched",
     "FloodNotice",
     "FloodPolicy",

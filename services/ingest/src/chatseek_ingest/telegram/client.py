@@ -34,10 +34,10 @@ class TelegramClientLike(Protocol):
 
     session: Any
 
-    async def connect(self) -> Any:
+    async def connect(self) -> None:
         """Open the connection."""
 
-    async def disconnect(self) -> Any:
+    async def disconnect(self) -> None:
         """Close the connection."""
 
     async def is_user_authorized(self) -> bool:
@@ -129,11 +129,12 @@ def read_session(home: Path, account: str) -> str:
     return text
 
 
-def open_client(session: str, api_id: int, api_hash: str) -> Any:
+def open_client(session: str, api_id: int, api_hash: str) -> TelegramClientLike:
     """A ``telethon.TelegramClient`` over an in-memory copy of ``session`` (not connected).
 
     Telethon's own flood sleeping is off, so every wait reaches the caller's ``FloodPolicy``.
     """
-    return telethon.TelegramClient(
+    client: TelegramClientLike = telethon.TelegramClient(
         StringSession(session), api_id, api_hash, flood_sleep_threshold=0, receive_updates=False
     )
+    return client

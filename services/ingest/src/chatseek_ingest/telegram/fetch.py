@@ -6,8 +6,10 @@ through; a refusal of the chat or the session ends it with what came before.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from telethon import errors
 
@@ -15,7 +17,26 @@ from chatseek_core.errors import FloodWait
 from chatseek_ingest.telegram.client import TelegramClientLike
 from chatseek_ingest.telegram.flood import FLOOD_ERRORS, FloodPolicy
 
-__all__ = ["UNAVAILABLE_ERRORS", "Fetched", "collect", "fetch_messages", "unavailable_reason"]
+__all__ = [
+    "UNAVAILABLE_ERRORS",
+    "FetchArgs",
+    "Fetched",
+    "collect",
+    "fetch_messages",
+    "unavailable_reason",
+]
+
+T = TypeVar("T")
+
+
+class FetchArgs(TypedDict, total=False):
+    """The ``iter_messages`` bounds a fetch passes on (``TelegramClientLike.iter_messages``)."""
+
+    offset_date: datetime | None
+    max_id: int
+    min_id: int
+    reply_to: int | None
+
 
 UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
     errors.ChannelPrivateError,
@@ -53,7 +74,7 @@ async def fetch_messages(
     limit: int | None,
     *,
     reverse: bool,
-    **kwargs: Any,
+    **kwargs: Unpack[FetchArgs],
 ) -> Fetched:
     """Iterate ``client.iter_messages`` and keep every message it yields, across flood waits.
 
@@ -69,7 +90,7 @@ async def fetch_messages(
         left = None if limit is None else limit - len(got)
         if left is not None and left <= 0:
             return Fetched(got)
-        args = dict(kwargs)
+        args = kwargs.copy()
         if got:
             if reverse:
                 args["min_id"] = max(int(args.get("min_id") or 0), int(got[-1].id))
@@ -93,7 +114,7 @@ async def fetch_messages(
             return Fetched(got, exc)
 
 
-async def collect(iterator: Any) -> list[Any]:
+async def collect(iterator: AsyncIterable[T]) -> list[T]:
     """Drain one of the client's async iterators into a list."""
     return [item async for item in iterator]
 

@@ -18,7 +18,7 @@ __all__ = ["GENERAL_TOPIC_ID", "to_records"]
 GENERAL_TOPIC_ID = 1
 _URL_RE = re.compile(r"\b[a-z][a-z0-9+.-]*://\S|\bwww\.\w|\bt\.me/\w", re.IGNORECASE)
 
-_ENTITY_TYPES: dict[type[Any], str] = {
+_ENTITY_TYPES: dict[type[object], str] = {
     types.MessageEntityMention: "mention",
     types.MessageEntityMentionName: "mention_name",
     types.MessageEntityHashtag: "hashtag",
@@ -40,7 +40,7 @@ _ENTITY_TYPES: dict[type[Any], str] = {
     types.MessageEntityBlockquote: "blockquote",
 }
 
-_ACTION_NAMES: dict[type[Any], str] = {
+_ACTION_NAMES: dict[type[object], str] = {
     types.MessageActionChatCreate: "create_group",
     types.MessageActionChatEditTitle: "edit_group_title",
     types.MessageActionChatEditPhoto: "edit_group_photo",

@@ -23,13 +23,13 @@ from chatseek_core.errors import (
 )
 from chatseek_core.settings import Settings
 from chatseek_ingest.extract import Fetch, FileTooLarge, Limits, MediaRow, extract_pending
+from chatseek_ingest.runtime import signed_out
 from chatseek_ingest.telegram import (
     FloodPolicy,
     TelegramClientLike,
     input_peer,
     unavailable_reason,
 )
-from chatseek_ingest.telegram.runtime import signed_out
 
 __all__ = ["MediaGone", "extract_media", "fetchable_chats", "media_limits", "telegram_fetcher"]
 
