@@ -260,11 +260,9 @@ def _hybrid_ids(addr: str, query: str) -> list[set[int]]:
 def test_every_service_is_serving_through_the_gateway_status(stack: ComposeStack) -> None:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek_core.client import sync_call
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
-    doc = from_document(
-        sync_call(_grpc_gateway(stack.gateway).ops.Status, pb.StatusRequest()).result
-    )
+    doc = to_json(sync_call(_grpc_gateway(stack.gateway).ops.Status, pb.StatusRequest()).result)
     assert {s["name"]: s["health"] for s in doc["services"]} == dict.fromkeys(SERVICES, "SERVING")
 
 
