@@ -179,6 +179,8 @@ class Worker:
         self._poll = poll_interval_s
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
+        self.waiting = asyncio.Event()
+        """Set while the background loop waits to be woken (between passes)."""
         self.last_error: str = ""
         self.rate = Rate()
         self.totals = EmbedPass()
@@ -367,6 +369,7 @@ class Worker:
         """The background loop: follow the feed and embed, until cancelled."""
         while True:
             self._wake.clear()
+            self.waiting.clear()
             try:
                 if await to_thread(self.ready):
                     await self.run_pass(background=True)
@@ -378,6 +381,7 @@ class Worker:
             except Exception:
                 log.exception("embedding pass failed")
                 await asyncio.sleep(ERROR_BACKOFF_S)
+            self.waiting.set()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=self._poll)
             except TimeoutError:
