@@ -4,6 +4,8 @@ A real stack whose ingest process serves two fake accounts (``home`` and ``work`
 string. Both read the public channel ``City news`` (one chat id, two copies, one per account);
 each has a chat of its own. Strict, hybrid and conversation search answer per account and, with
 ``--source all``, across both; a message deleted on Telegram for one account goes only there.
+The JSON of the Telegram commands (dialogs, sources add/rm/prune, sync, prune-deleted) is pinned
+in ``tests/wire/`` (see ``tests/wire_helpers.py``).
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ from tests.fault_helpers import (
     start_fake_ingest,
 )
 from tests.stack_helpers import cli, cli_json, settle, stack_env
+from tests.wire_helpers import as_typed_prints, assert_pinned
 
 SHARED = -1_000_000_000_000 - SHARED_CHANNEL
 TRAM_POST = 2
+# The first `sources add` and `sync` of home, as the fixture's commands printed them.
+FIRST: dict[str, Any] = {}
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +40,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     try:
         stack.up()
         for account, chat in (("home", "Family"), ("work", "Team")):
-            cli(stack.env, "sources", "add", "--account", account, "@citynews")
+            added = cli_json(
+                stack.env, "sources", "add", "--account", account, "@citynews", "--json"
+            )
+            FIRST.setdefault("sources_add", added)
             cli(stack.env, "sources", "add", "--account", account, _chat_id(stack, account, chat))
             report = cli_json(stack.env, "sync", "--account", account, "--json")
+            FIRST.setdefault("sync", report)
             assert report["stopped_by"] is None, report
         settle(stack.env)
         for account in ("home", "work"):
@@ -142,3 +151,26 @@ def test_sync_json_streams_its_progress_events_on_stderr_and_the_report_on_stdou
     assert events and all(e["event"] == "progress" and e["stage"] == "sync" for e in events)
     assert {e.get("account") for e in events} == {"work"}
     assert {"City news", "Team"} <= {e["item"] for e in events}
+
+
+def test_the_telegram_commands_json_is_unchanged(stack: Stack) -> None:
+    assert_pinned("cli_sources_add", FIRST["sources_add"])
+    assert_pinned("cli_sync", FIRST["sync"])
+    dialogs = cli_json(stack.env, "dialogs", "--account", "home", "--json", "--", "Family")
+    # Until Dialogs is typed, its whole-number score is compared as the typed reply prints it.
+    assert_pinned("cli_dialogs", as_typed_prints(dialogs))
+    pruned = cli_json(stack.env, "prune-deleted", "--account", "work", "--json")
+    assert_pinned("cli_prune_deleted", pruned)
+    preview = cli_json(stack.env, "sources", "prune", "--dry-run", "--account", "work", "--json")
+    assert_pinned("cli_sources_prune_dry_run", preview)
+    listed = cli_json(stack.env, "sources", "ls", "--account", "home", "--json")
+    # Sources added within one second list by id, else by when they were added.
+    listed["sources"].sort(key=lambda source: source["source_id"])
+    assert_pinned("cli_sources_ls_telegram", listed)
+
+
+def test_removing_a_source_prints_the_json_main_printed(stack: Stack) -> None:
+    """Last in the module: it deletes the Team chat of work."""
+    team = _chat_id(stack, "work", "Team")
+    removed = cli_json(stack.env, "sources", "rm", "--account", "work", "--json", "--", team)
+    assert_pinned("cli_sources_rm", removed)

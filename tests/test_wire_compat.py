@@ -6,7 +6,8 @@ copy captured on main before fusion and the gateway answered in typed messages
 (``tests/wire_helpers.py``): hybrid hits with their comments, word-only hits, coverage and
 warnings, conversation search and its readers, strict message search, thread, context and
 evidence; the ops reports (status, embed status, verify, backup, models) and the reports of
-embed and reindex; message stats.
+embed and reindex; message stats; ingest's answers (the import and extract reports, sources,
+tags; ``tests/test_accounts_stack.py`` pins those that need Telegram).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ DEMO_EXPORT = Path(__file__).resolve().parent.parent / "demo" / "export"
 NOMAD = "digital nomad visa: remote work, income, UGE"
 DEPOSIT = "deposit two months"
 SIM = "SIM card in the mountains"
+EXPAT_GROUP = "-1001864203571"
+# The import report the fixture's import printed.
+IMPORTED: dict[str, Any] = {}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +47,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     export = tmp_path_factory.mktemp("export") / "export"
     shutil.copytree(DEMO_EXPORT, export)
     try:
-        cli(env, "import", str(export), "--json")
+        IMPORTED.update(cli_json(env, "import", str(export), "--json"))
         settle(env)
         cli(env, "conversations", "build", "--all")
         yield env
@@ -180,3 +184,23 @@ def test_the_message_stats_json_is_unchanged(env: dict[str, str], by: str) -> No
 def test_the_mcp_message_stats_are_unchanged(env: dict[str, str]) -> None:
     found = _tool(env, "messages_stats", query="has:file OR invoice", by="sender")
     assert_pinned("mcp_messages_stats", found)
+
+
+def test_the_import_and_extract_reports_are_unchanged(env: dict[str, str]) -> None:
+    assert_pinned("cli_import", IMPORTED)
+    assert_pinned("cli_extract", cli_json(env, "extract", "--json"))
+
+
+def test_the_sources_json_is_unchanged(env: dict[str, str]) -> None:
+    assert_pinned("cli_sources_ls", cli_json(env, "sources", "ls", "--json"))
+    assert_pinned("mcp_sources", _tool(env, "sources"))
+
+
+def test_the_tags_json_is_unchanged(env: dict[str, str]) -> None:
+    added = cli_json(env, "tags", "add", "visa", "--chat", EXPAT_GROUP, "--json")
+    assert_pinned("cli_tags_add", added)
+    cli_json(env, "tags", "add", "lena", "--sender", "5237714402", "--json")
+    assert_pinned("cli_tags_ls", cli_json(env, "tags", "ls", "--json"))
+    removed = cli_json(env, "tags", "rm", "visa", "--chat", EXPAT_GROUP, "--json")
+    assert_pinned("cli_tags_rm", removed)
+    cli_json(env, "tags", "rm", "lena", "--sender", "5237714402", "--json")
