@@ -38,7 +38,7 @@ MASK = "<volatile>"
 # Double fields of the typed results: main's Struct round trip printed 1.0 as 1.
 DOUBLE_KEYS = frozenset(
     {"score", "cosine", "confidence", "took_ms", "index_age_min"}
-    | {"units_per_s", "eta_s", "last_write_s_ago"}
+    | {"units_per_s", "eta_s", "last_write_s_ago", "flood_wait_s"}
 )
 # `status` wrote the embed service's models in protobuf's JSON mapping (camelCase keys, the
 # defaults left out); the typed ModelsInUse writes every field of each under its proto name.

@@ -37,12 +37,22 @@ RESULTS: dict[str, type[Message]] = {
     "reindex_lexical": common_pb2.WordIndexReport,
     "reindex_vector": common_pb2.EmbedReport,
     "messages_stats": common_pb2.StatsResult,
+    "import": common_pb2.ImportReport,
+    "extract": common_pb2.ExtractReport,
+    "sync": common_pb2.SyncReport,
+    "prune_deleted": common_pb2.PruneDeletedReport,
+    "dialogs": common_pb2.DialogsResult,
+    "sources_ls": common_pb2.ListSourcesResult,
+    "sources_add": common_pb2.AddSourceResult,
+    "sources_rm": common_pb2.RemoveSourceResult,
+    "sources_prune_dry_run": common_pb2.PruneSourcesPreview,
+    "sources": common_pb2.ListSourcesResult,
+    "tags_ls": common_pb2.ListTagsResult,
+    "tags_add": common_pb2.TagAdded,
+    "tags_rm": common_pb2.TagRemoved,
 }
 # Pinned before their RPCs were typed; read back once they are.
-NOT_TYPED_YET: tuple[str, ...] = (
-    *("import", "extract", "sync", "prune_deleted"),
-    *("sources", "dialogs", "tags"),
-)
+NOT_TYPED_YET: tuple[str, ...] = ()
 MCP_ONLY = ("synced",)
 # A value of the right type for each masked key, to read the pinned copy back with.
 VOLATILE_SAMPLES: dict[str, Any] = {
@@ -53,6 +63,7 @@ VOLATILE_SAMPLES: dict[str, Any] = {
     "last_write_s_ago": 1.5,
     "since_start": {"embedded": 3, "cached": 2, "skipped": 1},
     "checked_at": 1700000000,
+    "last_sync_at": 1700000000,
     "directory": "/backup",
     "bytes": 4096,
     "cached": True,

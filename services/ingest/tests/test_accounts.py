@@ -20,8 +20,8 @@ from chatseek.ingest.v1 import ingest_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2_grpc
 from chatseek_core import db, errors
 from chatseek_core.client import call, decode_error
-from chatseek_core.proto_json import from_document
 from chatseek_core.settings import Settings
+from chatseek_core.wire_json import event_report
 from chatseek_ingest.auth import ENV_API_HASH, ENV_API_ID, write_session
 from chatseek_ingest.server import create_server, open_deps
 from chatseek_testing.services import serving, temp_settings
@@ -84,8 +84,8 @@ async def sync(stub: Any, account: str) -> tuple[list[Any], dict[str, Any]]:
         async for response in stub.Sync(pb.SyncRequest(account=account), timeout=60):
             if response.event.WhichOneof("event") == "progress":
                 progress.append(response.event.progress)
-            else:
-                report = from_document(response.event.result)
+            elif (done := event_report(response.event)) is not None:
+                report = done
     except grpc.aio.AioRpcError as err:
         raise decode_error(err) from None
     return progress, report

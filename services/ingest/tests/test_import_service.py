@@ -14,7 +14,7 @@ from chatseek.ingest.v1 import ingest_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2_grpc
 from chatseek_core import errors
 from chatseek_core.client import call, decode_error
-from chatseek_core.proto_json import from_document
+from chatseek_core.wire_json import event_report, to_json
 from chatseek_ingest.server import create_server, open_deps
 from chatseek_testing.services import serving, temp_settings
 
@@ -39,8 +39,8 @@ async def _import(stub: Any, requests: AsyncIterator[Any]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     try:
         async for response in stub.ImportExport(requests, timeout=60):
-            if response.event.WhichOneof("event") == "result":
-                result = from_document(response.event.result)
+            if (report := event_report(response.event)) is not None:
+                result = report
     except grpc.aio.AioRpcError as err:
         raise decode_error(err) from None
     return result
@@ -127,7 +127,7 @@ async def test_tags_attach_list_and_detach(ingest: Any) -> None:
     added = await call(ingest.AddTag, pb.AddTagRequest(tag="work", target=target))
     again = await call(ingest.AddTag, pb.AddTagRequest(tag="work", target=target))
     assert (added.added, again.added) == (True, False)
-    listed = from_document((await call(ingest.ListTags, pb.ListTagsRequest())).result)
+    listed = to_json((await call(ingest.ListTags, pb.ListTagsRequest())).result)
     assert listed["tags"][0]["tag"] == "work"
     with pytest.raises(errors.InvalidValue):
         await call(ingest.AddTag, pb.AddTagRequest(tag="Not Valid!", target=target))

@@ -25,8 +25,8 @@ from chatseek.ingest.v1 import ingest_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2_grpc
 from chatseek_core import db, errors
 from chatseek_core.client import call, decode_error
-from chatseek_core.proto_json import from_document
 from chatseek_core.settings import Settings
+from chatseek_core.wire_json import answer_json, event_report, to_json
 from chatseek_ingest.auth import ENV_API_HASH, ENV_API_ID, write_session
 from chatseek_ingest.server import create_server, open_deps
 from chatseek_ingest.telegram import session_path
@@ -101,8 +101,8 @@ async def operation(method: Any, request: Any) -> tuple[list[Any], dict[str, Any
             event = response.event
             if event.WhichOneof("event") == "progress":
                 progress.append(event.progress)
-            else:
-                report = from_document(event.result)
+            elif (done := event_report(event)) is not None:
+                report = done
     except grpc.aio.AioRpcError as err:
         raise decode_error(err) from None
     return progress, report
@@ -110,12 +110,12 @@ async def operation(method: Any, request: Any) -> tuple[list[Any], dict[str, Any
 
 async def add(ingest: Ingest, target: str, **kwargs: Any) -> dict[str, Any]:
     reply = await call(ingest.stub.AddSource, pb.AddSourceRequest(target=target, **kwargs))
-    return from_document(reply.result)
+    return to_json(reply.result)
 
 
 async def sources(ingest: Ingest) -> list[dict[str, Any]]:
     reply = await call(ingest.stub.ListSources, pb.ListSourcesRequest())
-    return list(from_document(reply.result)["sources"])
+    return list(to_json(reply.result)["sources"])
 
 
 def stored(ingest: Ingest, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -261,15 +261,15 @@ async def test_sources_are_added_listed_pruned_and_removed_over_grpc(serve: Serv
 
         tg.add_folder(7, "Spain", [madrid])
         preview = await call(ingest.stub.PruneSources, pb.PruneSourcesRequest(dry_run=True))
-        would = from_document(preview.result)["would_remove"]
+        would = answer_json(preview)["would_remove"]
         assert [c["chat_id"] for c in would] == [-1000000000101]
         assert len((await sources(ingest))[0]["chats"]) == 2
         pruned = await call(ingest.stub.PruneSources, pb.PruneSourcesRequest())
-        assert [c["chat_id"] for c in from_document(pruned.result)["removed"]] == [-1000000000101]
+        assert [c["chat_id"] for c in answer_json(pruned)["removed"]] == [-1000000000101]
         assert [c["id"] for c in (await sources(ingest))[0]["chats"]] == [-1000000000100]
 
         removed = await call(ingest.stub.RemoveSource, pb.RemoveSourceRequest(target="Spain"))
-        assert from_document(removed.result)["removed_chat_ids"] == [-1000000000100]
+        assert to_json(removed.result)["removed_chat_ids"] == [-1000000000100]
         assert await sources(ingest) == []
 
 
@@ -286,7 +286,7 @@ async def test_dialogs_find_chats_and_folders_with_the_target_to_add(serve: Serv
     tg.add_folder(7, "Expat chats", [madrid])
     async with serve(tg) as ingest:
         reply = await call(ingest.stub.Dialogs, pb.DialogsRequest(query="expat", limit=5))
-        doc = from_document(reply.result)
+        doc = to_json(reply.result)
         targets = {m["kind"]: m["target"] for m in doc["matches"]}
         assert doc["query"] == "expat"
         assert targets == {"chat": "@madrid_expats", "folder": "folder:Expat chats"}

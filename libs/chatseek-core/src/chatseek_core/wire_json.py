@@ -31,6 +31,7 @@ from chatseek_core.proto_json import from_document
 __all__ = [
     "SEARCH_MODE_NAMES",
     "SOURCE_NAMES",
+    "answer_json",
     "event_report",
     "from_json",
     "mode_word",
@@ -59,6 +60,8 @@ SEARCH_MODE_NAMES: dict[str, common_pb2.SearchMode.ValueType] = {
     "dense": common_pb2.SEARCH_MODE_DENSE,
 }
 
+# The field, or oneof, a unary reply answers in.
+_RESULT = "result"
 _prefixes: dict[str, str] = {}
 _INT_TYPES = frozenset(
     {
@@ -218,6 +221,16 @@ def result_json(result: Message) -> dict[str, Any]:
     if isinstance(result, common_pb2.Document):
         return from_document(result)
     return to_json(result)
+
+
+def answer_json(reply: Message) -> dict[str, Any]:
+    """A unary reply's answer as JSON: its ``result`` field, or the set member of its ``result``
+    oneof (a reply that answers in one of several messages); {} when no member is set."""
+    if _RESULT in reply.DESCRIPTOR.oneofs_by_name:
+        which = reply.WhichOneof(_RESULT)
+        return {} if which is None else to_json(getattr(reply, which))
+    result: Message = getattr(reply, _RESULT)
+    return result_json(result)
 
 
 def event_report(event: common_pb2.OperationEvent) -> dict[str, Any] | None:

@@ -2,7 +2,7 @@
 
 Telegram RPCs connect one client per call (``runtime.account_client``) and run their
 pass over a connection of their own, since a pass hands it from thread to thread. Long passes
-stream ``OperationEvent`` progress, then their report; consumers are nudged after commits.
+stream ``OperationEvent`` progress, then their typed report; consumers are nudged after commits.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, cast
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import cast
 
 import grpc
 
@@ -21,8 +21,9 @@ from chatseek.ingest.v1 import ingest_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.aio import drain, progress_stream, to_thread
-from chatseek_core.proto_json import document, operation_progress, operation_result
+from chatseek_core.proto_json import operation_progress
 from chatseek_core.status import service_status
+from chatseek_core.wire_json import from_json
 from chatseek_ingest import chats, store, tags
 from chatseek_ingest.auth import complete_login, start_login
 from chatseek_ingest.deps import Deps
@@ -63,7 +64,8 @@ NUDGE_MIN_INTERVAL_S = 0.5
 ProgressValue = tuple[int, int, str] | SyncProgress
 """What a pass reports: ``(done, total, note)`` or a ``SyncProgress``."""
 Progress = Callable[[ProgressValue], None]
-Work = Callable[[Progress], Awaitable[Mapping[str, Any]]]
+Work = Callable[[Progress], Awaitable[common_pb2.OperationEvent]]
+"""A pass: it reports progress, then returns the event carrying its typed report."""
 
 
 def _progress_event(stage: str, value: ProgressValue) -> common_pb2.OperationEvent:
@@ -153,21 +155,21 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         """
         committed = self._committed_hook()
 
-        def nudging(on_progress: Progress) -> Awaitable[Mapping[str, Any]]:
+        def nudging(on_progress: Progress) -> Awaitable[common_pb2.OperationEvent]:
             def report(value: ProgressValue) -> None:
                 committed()
                 on_progress(value)
 
             return work(report)
 
-        report: Mapping[str, Any] = {}
+        report = common_pb2.OperationEvent()
         async for kind, value in progress_stream(nudging, cancel=True):
             if kind == "progress":
                 yield _progress_event(stage, cast(ProgressValue, value))
             else:
-                report = cast(Mapping[str, Any], value)
+                report = cast(common_pb2.OperationEvent, value)
         await self._deps.nudger.nudge()
-        yield operation_result(report)
+        yield report
 
     # --- import ---
 
@@ -198,7 +200,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 yield pb.ImportExportResponse(event=operation_progress(*event))
             else:
                 await self._deps.nudger.nudge()
-                yield pb.ImportExportResponse(event=operation_result(event))
+                report = from_json(event, common_pb2.ImportReport())
+                yield pb.ImportExportResponse(event=common_pb2.OperationEvent(import_report=report))
 
     # --- Telegram: auth ---
 
@@ -233,9 +236,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     ) -> pb.DialogsResponse:
         async with self._telegram(self._account(request.account)) as client:
             matches = await dialogs(client, request.query, request.limit or DIALOGS_LIMIT)
-        return pb.DialogsResponse(
-            result=document({"query": request.query, "matches": [m.to_dict() for m in matches]})
-        )
+        found = {"query": request.query, "matches": [m.to_dict() for m in matches]}
+        return pb.DialogsResponse(result=from_json(found, common_pb2.DialogsResult()))
 
     async def ListSources(
         self,
@@ -244,7 +246,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     ) -> pb.ListSourcesResponse:
         account = self._account(request.account)
         rows = await to_thread(lambda: list_sources(self._deps.pool.get(), account))
-        return pb.ListSourcesResponse(result=document({"sources": [r.to_dict() for r in rows]}))
+        listed = {"sources": [r.to_dict() for r in rows]}
+        return pb.ListSourcesResponse(result=from_json(listed, common_pb2.ListSourcesResult()))
 
     async def AddSource(
         self, request: pb.AddSourceRequest, context: Ctx[pb.AddSourceRequest, pb.AddSourceResponse]
@@ -259,7 +262,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 since=request.since or None,
                 comments=request.comments,
             )
-        return pb.AddSourceResponse(result=document(added.to_dict()))
+        return pb.AddSourceResponse(result=from_json(added.to_dict(), common_pb2.AddSourceResult()))
 
     async def RemoveSource(
         self,
@@ -271,7 +274,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             lambda: remove_source(self._deps.pool.get(), account, request.target)
         )
         await self._deps.nudger.nudge()
-        return pb.RemoveSourceResponse(result=document(removed.to_dict()))
+        return pb.RemoveSourceResponse(
+            result=from_json(removed.to_dict(), common_pb2.RemoveSourceResult())
+        )
 
     async def PruneSources(
         self,
@@ -283,7 +288,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             report = await prune_sources(conn, client, account, dry_run=request.dry_run)
         if not request.dry_run:
             await self._deps.nudger.nudge()
-        return pb.PruneSourcesResponse(result=document(report.to_dict()))
+        if report.dry_run:
+            preview = from_json(report.to_dict(), common_pb2.PruneSourcesPreview())
+            return pb.PruneSourcesResponse(preview=preview)
+        pruned = from_json(report.to_dict(), common_pb2.PruneSourcesResult())
+        return pb.PruneSourcesResponse(pruned=pruned)
 
     # --- Telegram: passes ---
 
@@ -295,7 +304,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             await to_thread(refuse_if_syncing, conn)
             async with self._telegram(account) as client:
 
-                async def work(on_progress: Progress) -> Mapping[str, Any]:
+                async def work(on_progress: Progress) -> common_pb2.OperationEvent:
                     report = await sync(
                         conn,
                         client,
@@ -306,7 +315,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                         on_progress=on_progress,
                         takeout=request.takeout,
                     )
-                    return report.to_dict()
+                    typed = from_json(report.to_dict(), common_pb2.SyncReport())
+                    return common_pb2.OperationEvent(sync=typed)
 
                 async for event in self._stream("sync", work):
                     yield pb.SyncResponse(event=event)
@@ -321,7 +331,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             await to_thread(refuse_if_syncing, conn)
             async with self._telegram(account) as client:
 
-                async def work(on_progress: Progress) -> Mapping[str, Any]:
+                async def work(on_progress: Progress) -> common_pb2.OperationEvent:
                     report = await prune_deleted(
                         conn,
                         client,
@@ -330,7 +340,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                         budget_s=self._budget(request.budget_s),
                         on_progress=on_progress,
                     )
-                    return report.to_dict()
+                    typed = from_json(report.to_dict(), common_pb2.PruneDeletedReport())
+                    return common_pb2.OperationEvent(prune_deleted=typed)
 
                 async for event in self._stream("prune", work):
                     yield pb.PruneDeletedResponse(event=event)
@@ -347,8 +358,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         lazy = LazyClient(settings, account, self._deps.telegram_factory)
         loop = asyncio.get_running_loop()
 
-        def run(on_progress: Progress) -> dict[str, Any]:
-            return extract_media(
+        def run(on_progress: Progress) -> common_pb2.OperationEvent:
+            report = extract_media(
                 self._deps.pool.get(),
                 loop=loop,
                 connect=lazy.get,
@@ -361,8 +372,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 work_dir=settings.data_dir / TMP_DIR,
                 clock=clock,
             )
+            return common_pb2.OperationEvent(extract=from_json(report, common_pb2.ExtractReport()))
 
-        async def work(on_progress: Progress) -> Mapping[str, Any]:
+        async def work(on_progress: Progress) -> common_pb2.OperationEvent:
             return await to_thread(run, on_progress)
 
         try:
@@ -441,7 +453,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     ) -> pb.ListTagsResponse:
         account = self._account(request.account)
         rows = await to_thread(lambda: tags.list_tags(self._deps.pool.get(), account))
-        return pb.ListTagsResponse(result=document({"tags": rows}))
+        return pb.ListTagsResponse(result=from_json({"tags": rows}, common_pb2.ListTagsResult()))
 
     # --- status ---
 

@@ -253,7 +253,7 @@ def _import(args: argparse.Namespace) -> int:
 
 def _tags(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import answer_json
 
     request = pb.TagsRequest(
         account=args.account,
@@ -263,9 +263,7 @@ def _tags(args: argparse.Namespace) -> int:
         sender=args.sender or "",
         message=args.message or "",
     )
-    doc = from_document(
-        call(gateway().archive.Tags, request, idempotent=args.tags_action == "ls").result
-    )
+    doc = answer_json(call(gateway().archive.Tags, request, idempotent=args.tags_action == "ls"))
     if args.json:
         emit(doc, as_json=True)
     elif args.tags_action == "ls":
@@ -359,10 +357,10 @@ def _auth(args: argparse.Namespace) -> int:
 
 def _dialogs(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
     request = pb.DialogsRequest(account=args.account, query=args.query, limit=args.limit)
-    doc = from_document(call(gateway().archive.Dialogs, request, timeout=TELEGRAM_TIMEOUT_S).result)
+    doc = to_json(call(gateway().archive.Dialogs, request, timeout=TELEGRAM_TIMEOUT_S).result)
     if args.json:
         emit(doc, as_json=True)
         return 0
@@ -392,10 +390,10 @@ def _when(unix: float | None) -> str:
 
 def _sources_ls(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import answer_json
 
     request = pb.SourcesRequest(account=args.account, action="ls")
-    doc = from_document(call(gateway().archive.Sources, request).result)
+    doc = answer_json(call(gateway().archive.Sources, request))
     if args.json:
         emit(doc, as_json=True)
         return 0
@@ -426,7 +424,7 @@ def _sources_ls(args: argparse.Namespace) -> int:
 
 def _sources_add(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import answer_json
 
     request = pb.SourcesRequest(
         account=args.account,
@@ -435,10 +433,8 @@ def _sources_add(args: argparse.Namespace) -> int:
         since=args.since,
         comments=args.comments,
     )
-    doc = from_document(
-        call(
-            gateway().archive.Sources, request, timeout=TELEGRAM_TIMEOUT_S, idempotent=False
-        ).result
+    doc = answer_json(
+        call(gateway().archive.Sources, request, timeout=TELEGRAM_TIMEOUT_S, idempotent=False)
     )
     if args.json:
         emit(doc, as_json=True)
@@ -456,11 +452,11 @@ def _sources_add(args: argparse.Namespace) -> int:
 
 def _sources_rm(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import answer_json
 
     request = pb.SourcesRequest(account=args.account, action="rm", target=args.target)
-    doc = from_document(
-        call(gateway().archive.Sources, request, timeout=DELETE_TIMEOUT_S, idempotent=False).result
+    doc = answer_json(
+        call(gateway().archive.Sources, request, timeout=DELETE_TIMEOUT_S, idempotent=False)
     )
     if args.json:
         emit(doc, as_json=True)
@@ -490,14 +486,14 @@ def _confirm(question: str) -> bool:
 def _sources_prune(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek_core.errors import ConfirmationRequired
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import answer_json
 
     def prune(dry_run: bool) -> dict[str, Any]:
         request = pb.SourcesRequest(account=args.account, action="prune", dry_run=dry_run)
         reply = call(
             gateway().archive.Sources, request, timeout=DELETE_TIMEOUT_S, idempotent=dry_run
         )
-        return from_document(reply.result)
+        return answer_json(reply)
 
     preview = prune(True)
     gone = preview.get("would_remove", [])

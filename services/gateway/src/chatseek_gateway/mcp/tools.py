@@ -35,12 +35,13 @@ from chatseek_core.limits import (
     SEARCH_MODES,
 )
 from chatseek_core.log import redact
-from chatseek_core.wire_json import event_report, result_json
+from chatseek_core.wire_json import answer_json, event_report
 from chatseek_gateway.mcp.gateway import GatewayConnection
-from chatseek_gateway.shapes import Documented, Evented
+from chatseek_gateway.shapes import Evented
 
 if TYPE_CHECKING:
     import grpc
+    from google.protobuf.message import Message
     from mcp.server.mcpserver import MCPServer
 
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
@@ -59,7 +60,7 @@ log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 Req = TypeVar("Req")
-Doc = TypeVar("Doc", bound=Documented)
+Doc = TypeVar("Doc", bound="Message")
 Evt = TypeVar("Evt", bound=Evented)
 ToolMethod = Callable[Concatenate["ChatseekTools", P], Awaitable[dict[str, Any]]]
 
@@ -402,10 +403,10 @@ class ChatseekTools:
         timeout: float = READ_TIMEOUT_S,
         idempotent: bool = True,
     ) -> dict[str, Any]:
-        """Call the unary RPC that ``rpc`` picks from the gateway's stubs; its result as JSON."""
+        """Call the unary RPC that ``rpc`` picks from the gateway's stubs; its answer as JSON."""
         method = rpc(await self._gateway.stubs())
         reply = await call(method, request, timeout=timeout, idempotent=idempotent, peer="gateway")
-        return result_json(reply.result)
+        return answer_json(reply)
 
     async def _operation(
         self,

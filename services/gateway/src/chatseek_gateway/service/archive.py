@@ -3,23 +3,23 @@ sources, sync, extract and prune-deleted.
 
 Chat specs (ids, @usernames, titles, ``import:<slug>``) are resolved to chat ids through ingest's
 ``ListChats``; dates such as ``--since`` become unix seconds here. Streaming operations pass
-ingest's progress events and final report through unchanged.
+ingest's progress events and typed final report through unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import grpc
 
+from chatseek.common.v1 import common_pb2
 from chatseek.gateway.v1 import archive_service_pb2_grpc
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2 as ingest_pb
 from chatseek_core.aio import drain
 from chatseek_core.client import call, decode_error
 from chatseek_core.errors import InvalidArgument
-from chatseek_core.proto_json import document
+from chatseek_core.wire_json import from_json
 from chatseek_gateway.dates import parse_bound
 from chatseek_gateway.deps import Deps
 from chatseek_gateway.service.common import (
@@ -140,31 +140,35 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
             reply = await call(
                 ingest.ListTags, ingest_pb.ListTagsRequest(account=account), idempotent=True
             )
-            return pb.TagsResponse(result=reply.result)
+            return pb.TagsResponse(listed=reply.result)
         if request.action not in ("add", "rm"):
             raise InvalidArgument(
                 f"tags action {request.action!r} is not add, rm or ls",
                 metadata={"field": "action"},
             )
         target = await self._tag_target(request, account)
-        result: dict[str, Any]
+        tagged = from_json(
+            {
+                "kind": target.kind,
+                "chat_id": target.chat_id,
+                "sender_id": target.sender_id,
+                "msg_id": target.msg_id,
+            },
+            common_pb2.TaggedTarget(),
+        )
         if request.action == "add":
             added = await call(
                 ingest.AddTag, ingest_pb.AddTagRequest(tag=request.tag, target=target)
             )
-            result = {"tag": request.tag, "added": added.added}
-        else:
-            removed = await call(
-                ingest.RemoveTag, ingest_pb.RemoveTagRequest(tag=request.tag, target=target)
+            return pb.TagsResponse(
+                added=common_pb2.TagAdded(tag=request.tag, added=added.added, target=tagged)
             )
-            result = {"tag": request.tag, "removed": removed.removed}
-        result["target"] = {
-            "kind": target.kind,
-            "chat_id": target.chat_id,
-            "sender_id": target.sender_id,
-            "msg_id": target.msg_id,
-        }
-        return pb.TagsResponse(result=document(result))
+        removed = await call(
+            ingest.RemoveTag, ingest_pb.RemoveTagRequest(tag=request.tag, target=target)
+        )
+        return pb.TagsResponse(
+            removed=common_pb2.TagRemoved(tag=request.tag, removed=removed.removed, target=tagged)
+        )
 
     # --- Telegram ---
 
@@ -240,8 +244,8 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
                 idempotent=True,
                 peer="ingest",
             )
-            result = listed.result
-        elif action == "add":
+            return pb.SourcesResponse(listed=listed.result)
+        if action == "add":
             added = await call(
                 ingest.AddSource,
                 ingest_pb.AddSourceRequest(
@@ -253,25 +257,25 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
                 timeout=TELEGRAM_TIMEOUT_S,
                 peer="ingest",
             )
-            result = added.result
-        elif action == "rm":
+            return pb.SourcesResponse(added=added.result)
+        if action == "rm":
             removed = await call(
                 ingest.RemoveSource,
                 ingest_pb.RemoveSourceRequest(account=account, target=request.target),
                 timeout=PRUNE_TIMEOUT_S,
                 peer="ingest",
             )
-            result = removed.result
-        else:
-            pruned = await call(
-                ingest.PruneSources,
-                ingest_pb.PruneSourcesRequest(account=account, dry_run=request.dry_run),
-                timeout=PRUNE_TIMEOUT_S,
-                idempotent=request.dry_run,
-                peer="ingest",
-            )
-            result = pruned.result
-        return pb.SourcesResponse(result=result)
+            return pb.SourcesResponse(removed=removed.result)
+        pruned = await call(
+            ingest.PruneSources,
+            ingest_pb.PruneSourcesRequest(account=account, dry_run=request.dry_run),
+            timeout=PRUNE_TIMEOUT_S,
+            idempotent=request.dry_run,
+            peer="ingest",
+        )
+        if pruned.WhichOneof("result") == "preview":
+            return pb.SourcesResponse(would_prune=pruned.preview)
+        return pb.SourcesResponse(pruned=pruned.pruned)
 
     async def Sync(
         self, request: pb.SyncRequest, context: Ctx[pb.SyncRequest, pb.SyncResponse]

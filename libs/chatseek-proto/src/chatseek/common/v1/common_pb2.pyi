@@ -129,6 +129,143 @@ CHAT_KIND_FORUM: ChatKind.ValueType  # 6
 CHAT_KIND_CHANNEL: ChatKind.ValueType  # 7
 Global___ChatKind: _TypeAlias = ChatKind  # noqa: Y015
 
+class _StoppedBy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _StoppedByEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_StoppedBy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    STOPPED_BY_UNSPECIFIED: _StoppedBy.ValueType  # 0
+    """The pass ran to its end (a sync or prune-deleted writes null)."""
+    STOPPED_BY_BUDGET: _StoppedBy.ValueType  # 1
+    """Its time budget ran out; the next run continues."""
+    STOPPED_BY_FLOOD_WAIT: _StoppedBy.ValueType  # 2
+    """Telegram asked for a longer wait than the pass sleeps through (see flood_wait_s)."""
+    STOPPED_BY_DONE: _StoppedBy.ValueType  # 3
+    """An extract pass that settled everything it could."""
+
+class StoppedBy(_StoppedBy, metaclass=_StoppedByEnumTypeWrapper):
+    """--- ingest: the answers of ingest and their gateway pass-throughs ---
+
+    Why a pass over Telegram or the stored media stopped.
+    """
+
+STOPPED_BY_UNSPECIFIED: StoppedBy.ValueType  # 0
+"""The pass ran to its end (a sync or prune-deleted writes null)."""
+STOPPED_BY_BUDGET: StoppedBy.ValueType  # 1
+"""Its time budget ran out; the next run continues."""
+STOPPED_BY_FLOOD_WAIT: StoppedBy.ValueType  # 2
+"""Telegram asked for a longer wait than the pass sleeps through (see flood_wait_s)."""
+STOPPED_BY_DONE: StoppedBy.ValueType  # 3
+"""An extract pass that settled everything it could."""
+Global___StoppedBy: _TypeAlias = StoppedBy  # noqa: Y015
+
+class _Takeout:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _TakeoutEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Takeout.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TAKEOUT_UNSPECIFIED: _Takeout.ValueType  # 0
+    """None was asked for."""
+    TAKEOUT_USED: _Takeout.ValueType  # 1
+    TAKEOUT_DECLINED: _Takeout.ValueType  # 2
+    """Asked for, and Telegram did not start it: the run used ordinary requests."""
+
+class Takeout(_Takeout, metaclass=_TakeoutEnumTypeWrapper):
+    """Whether a sync fetched through a takeout (data export) session."""
+
+TAKEOUT_UNSPECIFIED: Takeout.ValueType  # 0
+"""None was asked for."""
+TAKEOUT_USED: Takeout.ValueType  # 1
+TAKEOUT_DECLINED: Takeout.ValueType  # 2
+"""Asked for, and Telegram did not start it: the run used ordinary requests."""
+Global___Takeout: _TypeAlias = Takeout  # noqa: Y015
+
+class _ImportWarningKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ImportWarningKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ImportWarningKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    IMPORT_WARNING_KIND_UNSPECIFIED: _ImportWarningKind.ValueType  # 0
+    IMPORT_WARNING_KIND_TRUNCATED: _ImportWarningKind.ValueType  # 1
+    """The file ends mid-write; everything before was imported."""
+    IMPORT_WARNING_KIND_SKIPPED: _ImportWarningKind.ValueType  # 2
+    """A message or chat that could not be read."""
+    IMPORT_WARNING_KIND_UNSAFE_MEDIA_PATH: _ImportWarningKind.ValueType  # 3
+    """A media path refused for escaping the export folder; the message was kept."""
+
+class ImportWarningKind(_ImportWarningKind, metaclass=_ImportWarningKindEnumTypeWrapper):
+    """What kind of problem an import recovered from."""
+
+IMPORT_WARNING_KIND_UNSPECIFIED: ImportWarningKind.ValueType  # 0
+IMPORT_WARNING_KIND_TRUNCATED: ImportWarningKind.ValueType  # 1
+"""The file ends mid-write; everything before was imported."""
+IMPORT_WARNING_KIND_SKIPPED: ImportWarningKind.ValueType  # 2
+"""A message or chat that could not be read."""
+IMPORT_WARNING_KIND_UNSAFE_MEDIA_PATH: ImportWarningKind.ValueType  # 3
+"""A media path refused for escaping the export folder; the message was kept."""
+Global___ImportWarningKind: _TypeAlias = ImportWarningKind  # noqa: Y015
+
+class _SourceKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SourceKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SourceKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SOURCE_KIND_UNSPECIFIED: _SourceKind.ValueType  # 0
+    SOURCE_KIND_CHAT: _SourceKind.ValueType  # 1
+    SOURCE_KIND_FOLDER: _SourceKind.ValueType  # 2
+    SOURCE_KIND_IMPORT: _SourceKind.ValueType  # 3
+
+class SourceKind(_SourceKind, metaclass=_SourceKindEnumTypeWrapper):
+    """What a source is: one chat, a Telegram folder, or an imported export."""
+
+SOURCE_KIND_UNSPECIFIED: SourceKind.ValueType  # 0
+SOURCE_KIND_CHAT: SourceKind.ValueType  # 1
+SOURCE_KIND_FOLDER: SourceKind.ValueType  # 2
+SOURCE_KIND_IMPORT: SourceKind.ValueType  # 3
+Global___SourceKind: _TypeAlias = SourceKind  # noqa: Y015
+
+class _DialogKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DialogKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DialogKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DIALOG_KIND_UNSPECIFIED: _DialogKind.ValueType  # 0
+    DIALOG_KIND_CHAT: _DialogKind.ValueType  # 1
+    DIALOG_KIND_FOLDER: _DialogKind.ValueType  # 2
+
+class DialogKind(_DialogKind, metaclass=_DialogKindEnumTypeWrapper):
+    """What a match of `dialogs` is."""
+
+DIALOG_KIND_UNSPECIFIED: DialogKind.ValueType  # 0
+DIALOG_KIND_CHAT: DialogKind.ValueType  # 1
+DIALOG_KIND_FOLDER: DialogKind.ValueType  # 2
+Global___DialogKind: _TypeAlias = DialogKind  # noqa: Y015
+
+class _TagKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _TagKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TagKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TAG_KIND_UNSPECIFIED: _TagKind.ValueType  # 0
+    TAG_KIND_CHAT: _TagKind.ValueType  # 1
+    TAG_KIND_SENDER: _TagKind.ValueType  # 2
+    TAG_KIND_MESSAGE: _TagKind.ValueType  # 3
+
+class TagKind(_TagKind, metaclass=_TagKindEnumTypeWrapper):
+    """What a local tag is on."""
+
+TAG_KIND_UNSPECIFIED: TagKind.ValueType  # 0
+TAG_KIND_CHAT: TagKind.ValueType  # 1
+TAG_KIND_SENDER: TagKind.ValueType  # 2
+TAG_KIND_MESSAGE: TagKind.ValueType  # 3
+Global___TagKind: _TypeAlias = TagKind  # noqa: Y015
+
 @_typing.final
 class MessageLocator(_message.Message):
     """A message's identity across the store: account + marked chat id + message id.
@@ -428,6 +565,10 @@ class OperationEvent(_message.Message):
     VERIFY_FIELD_NUMBER: _builtins.int
     EMBED_FIELD_NUMBER: _builtins.int
     WORD_INDEX_FIELD_NUMBER: _builtins.int
+    IMPORT_REPORT_FIELD_NUMBER: _builtins.int
+    SYNC_FIELD_NUMBER: _builtins.int
+    EXTRACT_FIELD_NUMBER: _builtins.int
+    PRUNE_DELETED_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def progress(self) -> Global___Progress: ...
     @_builtins.property
@@ -438,6 +579,16 @@ class OperationEvent(_message.Message):
     def embed(self) -> Global___EmbedReport: ...
     @_builtins.property
     def word_index(self) -> Global___WordIndexReport: ...
+    @_builtins.property
+    def import_report(self) -> Global___ImportReport:
+        """Ingest's reports, numbered from 20 to leave 6-19 to the other services' reports."""
+
+    @_builtins.property
+    def sync(self) -> Global___SyncReport: ...
+    @_builtins.property
+    def extract(self) -> Global___ExtractReport: ...
+    @_builtins.property
+    def prune_deleted(self) -> Global___PruneDeletedReport: ...
     def __init__(
         self,
         *,
@@ -446,12 +597,16 @@ class OperationEvent(_message.Message):
         verify: Global___VerifyReport | None = ...,
         embed: Global___EmbedReport | None = ...,
         word_index: Global___WordIndexReport | None = ...,
+        import_report: Global___ImportReport | None = ...,
+        sync: Global___SyncReport | None = ...,
+        extract: Global___ExtractReport | None = ...,
+        prune_deleted: Global___PruneDeletedReport | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["embed", b"embed", "event", b"event", "progress", b"progress", "result", b"result", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["embed", b"embed", "event", b"event", "extract", b"extract", "import_report", b"import_report", "progress", b"progress", "prune_deleted", b"prune_deleted", "result", b"result", "sync", b"sync", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["embed", b"embed", "event", b"event", "progress", b"progress", "result", b"result", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embed", b"embed", "event", b"event", "extract", b"extract", "import_report", b"import_report", "progress", b"progress", "prune_deleted", b"prune_deleted", "result", b"result", "sync", b"sync", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "result", "verify", "embed", "word_index"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "result", "verify", "embed", "word_index", "import_report", "sync", "extract", "prune_deleted"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
@@ -2755,6 +2910,959 @@ class MessageLinksResult(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__build_id) -> _WhichOneofReturnType__build_id | None: ...
 
 Global___MessageLinksResult: _TypeAlias = MessageLinksResult  # noqa: Y015
+
+@_typing.final
+class ImportReport(_message.Message):
+    """The report of `chatseek import`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class MediaEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class MediaTextEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    SOURCE_FIELD_NUMBER: _builtins.int
+    CHATS_FIELD_NUMBER: _builtins.int
+    MESSAGES_IMPORTED_FIELD_NUMBER: _builtins.int
+    NEW_FIELD_NUMBER: _builtins.int
+    UPDATED_FIELD_NUMBER: _builtins.int
+    UNCHANGED_FIELD_NUMBER: _builtins.int
+    SERVICE_MESSAGES_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    MEDIA_FIELD_NUMBER: _builtins.int
+    MEDIA_TEXT_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    source: _builtins.str
+    """The source the export's chats belong to: "import:<slug>"."""
+    messages_imported: _builtins.int
+    """Messages read from the export (service messages included)."""
+    new: _builtins.int
+    """Of those: stored for the first time, changed since the last import, the same."""
+    updated: _builtins.int
+    unchanged: _builtins.int
+    service_messages: _builtins.int
+    skipped: _builtins.int
+    """Messages that could not be read (see warnings)."""
+    truncated: _builtins.bool
+    """True when the export ends mid-write (imported up to its last complete message)."""
+    @_builtins.property
+    def chats(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportedChat]: ...
+    @_builtins.property
+    def media(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Messages by media kind (photo, sticker, poll...)."""
+
+    @_builtins.property
+    def media_text(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Media files read for text right away, by resulting state (read, no-extractor...)."""
+
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportWarning]: ...
+    def __init__(
+        self,
+        *,
+        source: _builtins.str = ...,
+        chats: _abc.Iterable[Global___ImportedChat] | None = ...,
+        messages_imported: _builtins.int = ...,
+        new: _builtins.int = ...,
+        updated: _builtins.int = ...,
+        unchanged: _builtins.int = ...,
+        service_messages: _builtins.int = ...,
+        skipped: _builtins.int = ...,
+        media: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        media_text: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        warnings: _abc.Iterable[Global___ImportWarning] | None = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chats", b"chats", "media", b"media", "media_text", b"media_text", "messages_imported", b"messages_imported", "new", b"new", "service_messages", b"service_messages", "skipped", b"skipped", "source", b"source", "truncated", b"truncated", "unchanged", b"unchanged", "updated", b"updated", "warnings", b"warnings"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportReport: _TypeAlias = ImportReport  # noqa: Y015
+
+@_typing.final
+class ImportedChat(_message.Message):
+    """A chat of an import."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """Marked chat id (see MessageLocator)."""
+    title: _builtins.str
+    type: Global___ChatKind.ValueType
+    source: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        title: _builtins.str = ...,
+        type: Global___ChatKind.ValueType = ...,
+        source: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "source", b"source", "title", b"title", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportedChat: _TypeAlias = ImportedChat  # noqa: Y015
+
+@_typing.final
+class ImportWarning(_message.Message):
+    """Something an import recovered from instead of failing; never quotes message text."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    LOCATION_FIELD_NUMBER: _builtins.int
+    kind: Global___ImportWarningKind.ValueType
+    message: _builtins.str
+    chat_id: _builtins.int
+    """Marked chat id and message id, when known."""
+    msg_id: _builtins.int
+    location: _builtins.str
+    """JSON path (chats.list[3].messages[17]) and/or byte offset."""
+    def __init__(
+        self,
+        *,
+        kind: Global___ImportWarningKind.ValueType = ...,
+        message: _builtins.str = ...,
+        chat_id: _builtins.int | None = ...,
+        msg_id: _builtins.int | None = ...,
+        location: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_chat_id", b"_chat_id", "_msg_id", b"_msg_id", "chat_id", b"chat_id", "msg_id", b"msg_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_chat_id", b"_chat_id", "_msg_id", b"_msg_id", "chat_id", b"chat_id", "kind", b"kind", "location", b"location", "message", b"message", "msg_id", b"msg_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__chat_id: _TypeAlias = _typing.Literal["chat_id"]  # noqa: Y015
+    _WhichOneofArgType__chat_id: _TypeAlias = _typing.Literal["_chat_id", b"_chat_id"]  # noqa: Y015
+    _WhichOneofReturnType__msg_id: _TypeAlias = _typing.Literal["msg_id"]  # noqa: Y015
+    _WhichOneofArgType__msg_id: _TypeAlias = _typing.Literal["_msg_id", b"_msg_id"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__chat_id) -> _WhichOneofReturnType__chat_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__msg_id) -> _WhichOneofReturnType__msg_id | None: ...
+
+Global___ImportWarning: _TypeAlias = ImportWarning  # noqa: Y015
+
+@_typing.final
+class SyncReport(_message.Message):
+    """The report of `chatseek sync`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NEW_FIELD_NUMBER: _builtins.int
+    UPDATED_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    CHATS_DONE_FIELD_NUMBER: _builtins.int
+    CHATS_REMAINING_FIELD_NUMBER: _builtins.int
+    UNAVAILABLE_FIELD_NUMBER: _builtins.int
+    FLOOD_WAIT_S_FIELD_NUMBER: _builtins.int
+    STOPPED_BY_FIELD_NUMBER: _builtins.int
+    TAKEOUT_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
+    new: _builtins.int
+    """Messages (and comments) stored for the first time."""
+    updated: _builtins.int
+    """Stored messages whose content changed (edits, reactions)."""
+    deleted: _builtins.int
+    """Stored messages a re-read showed to be gone."""
+    chats_done: _builtins.int
+    """Chats fetched up to date in this run, and chats left for a later run."""
+    chats_remaining: _builtins.int
+    flood_wait_s: _builtins.float
+    """Seconds Telegram asked to wait when a flood wait stopped the run, else 0."""
+    stopped_by: Global___StoppedBy.ValueType
+    """Null when the run was not stopped early."""
+    takeout: Global___Takeout.ValueType
+    """Null when no takeout session was asked for."""
+    @_builtins.property
+    def unavailable(self) -> _containers.RepeatedCompositeFieldContainer[Global___UnavailableChat]:
+        """Each chat Telegram refused this run."""
+
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """One sentence each, never message text."""
+
+    def __init__(
+        self,
+        *,
+        new: _builtins.int = ...,
+        updated: _builtins.int = ...,
+        deleted: _builtins.int = ...,
+        chats_done: _builtins.int = ...,
+        chats_remaining: _builtins.int = ...,
+        unavailable: _abc.Iterable[Global___UnavailableChat] | None = ...,
+        flood_wait_s: _builtins.float = ...,
+        stopped_by: Global___StoppedBy.ValueType = ...,
+        takeout: Global___Takeout.ValueType = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chats_done", b"chats_done", "chats_remaining", b"chats_remaining", "deleted", b"deleted", "flood_wait_s", b"flood_wait_s", "new", b"new", "stopped_by", b"stopped_by", "takeout", b"takeout", "unavailable", b"unavailable", "updated", b"updated", "warnings", b"warnings"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SyncReport: _TypeAlias = SyncReport  # noqa: Y015
+
+@_typing.final
+class UnavailableChat(_message.Message):
+    """A chat Telegram refused in a sync, with Telegram's reason."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    title: _builtins.str
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        title: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chat_id", b"chat_id", "reason", b"reason", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnavailableChat: _TypeAlias = UnavailableChat  # noqa: Y015
+
+@_typing.final
+class ExtractReport(_message.Message):
+    """The report of `chatseek extract`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class CountsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    COUNTS_FIELD_NUMBER: _builtins.int
+    UNFETCHABLE_FIELD_NUMBER: _builtins.int
+    REQUEUED_FIELD_NUMBER: _builtins.int
+    REMAINING_FIELD_NUMBER: _builtins.int
+    STOPPED_BY_FIELD_NUMBER: _builtins.int
+    unfetchable: _builtins.int
+    """Pending media whose file nothing can fetch (imported or unavailable chats)."""
+    requeued: _builtins.int
+    """Media put back to pending before the pass (retry, or a switch turned back on)."""
+    remaining: _builtins.int
+    """Pending media another pass could still work on."""
+    stopped_by: Global___StoppedBy.ValueType
+    """Done or budget."""
+    @_builtins.property
+    def counts(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Media settled this pass, by resulting state (read, failed, no-extractor...)."""
+
+    def __init__(
+        self,
+        *,
+        counts: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        unfetchable: _builtins.int = ...,
+        requeued: _builtins.int = ...,
+        remaining: _builtins.int = ...,
+        stopped_by: Global___StoppedBy.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "remaining", b"remaining", "requeued", b"requeued", "stopped_by", b"stopped_by", "unfetchable", b"unfetchable"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExtractReport: _TypeAlias = ExtractReport  # noqa: Y015
+
+@_typing.final
+class PruneDeletedReport(_message.Message):
+    """The report of `chatseek prune-deleted`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHECKED_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    CHATS_DONE_FIELD_NUMBER: _builtins.int
+    CHATS_REMAINING_FIELD_NUMBER: _builtins.int
+    FLOOD_WAIT_S_FIELD_NUMBER: _builtins.int
+    STOPPED_BY_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
+    checked: _builtins.int
+    """Stored messages Telegram was asked about, and of those the ones it no longer has."""
+    deleted: _builtins.int
+    chats_done: _builtins.int
+    """Chats checked to the end, and chats left for a later run."""
+    chats_remaining: _builtins.int
+    flood_wait_s: _builtins.float
+    """Seconds Telegram asked to wait when a flood wait stopped the run, else 0."""
+    stopped_by: Global___StoppedBy.ValueType
+    """Null when the run was not stopped early."""
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """One sentence each (chats Telegram refused, left as they are)."""
+
+    def __init__(
+        self,
+        *,
+        checked: _builtins.int = ...,
+        deleted: _builtins.int = ...,
+        chats_done: _builtins.int = ...,
+        chats_remaining: _builtins.int = ...,
+        flood_wait_s: _builtins.float = ...,
+        stopped_by: Global___StoppedBy.ValueType = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chats_done", b"chats_done", "chats_remaining", b"chats_remaining", "checked", b"checked", "deleted", b"deleted", "flood_wait_s", b"flood_wait_s", "stopped_by", b"stopped_by", "warnings", b"warnings"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PruneDeletedReport: _TypeAlias = PruneDeletedReport  # noqa: Y015
+
+@_typing.final
+class DialogsResult(_message.Message):
+    """The chats and folders of the account matching a `dialogs` query, best first."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUERY_FIELD_NUMBER: _builtins.int
+    MATCHES_FIELD_NUMBER: _builtins.int
+    query: _builtins.str
+    @_builtins.property
+    def matches(self) -> _containers.RepeatedCompositeFieldContainer[Global___DialogMatch]: ...
+    def __init__(
+        self,
+        *,
+        query: _builtins.str = ...,
+        matches: _abc.Iterable[Global___DialogMatch] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["matches", b"matches", "query", b"query"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DialogsResult: _TypeAlias = DialogsResult  # noqa: Y015
+
+@_typing.final
+class DialogMatch(_message.Message):
+    """A chat or folder of the account."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    USERNAME_FIELD_NUMBER: _builtins.int
+    FOLDERS_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    kind: Global___DialogKind.ValueType
+    id: _builtins.int
+    """The marked chat id, or the folder id."""
+    title: _builtins.str
+    type: _builtins.str
+    """A ChatKind word for a chat (private, channel...), "folder" for a folder."""
+    username: _builtins.str
+    """Without the @; null when the chat has none."""
+    score: _builtins.float
+    """1.0 for an exact match, lower for substring and fuzzy matches."""
+    target: _builtins.str
+    """What to pass to `sources add`."""
+    @_builtins.property
+    def folders(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Titles of the folders listing the chat."""
+
+    def __init__(
+        self,
+        *,
+        kind: Global___DialogKind.ValueType = ...,
+        id: _builtins.int = ...,
+        title: _builtins.str = ...,
+        type: _builtins.str = ...,
+        username: _builtins.str | None = ...,
+        folders: _abc.Iterable[_builtins.str] | None = ...,
+        score: _builtins.float = ...,
+        target: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_username", b"_username", "username", b"username"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_username", b"_username", "folders", b"folders", "id", b"id", "kind", b"kind", "score", b"score", "target", b"target", "title", b"title", "type", b"type", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__username: _TypeAlias = _typing.Literal["username"]  # noqa: Y015
+    _WhichOneofArgType__username: _TypeAlias = _typing.Literal["_username", b"_username"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__username) -> _WhichOneofReturnType__username | None: ...
+
+Global___DialogMatch: _TypeAlias = DialogMatch  # noqa: Y015
+
+@_typing.final
+class ListSourcesResult(_message.Message):
+    """Every source of an account with its chats: configured ones first, then the rest."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def sources(self) -> _containers.RepeatedCompositeFieldContainer[Global___SourceInfo]: ...
+    def __init__(
+        self,
+        *,
+        sources: _abc.Iterable[Global___SourceInfo] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sources", b"sources"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSourcesResult: _TypeAlias = ListSourcesResult  # noqa: Y015
+
+@_typing.final
+class SourceInfo(_message.Message):
+    """A source as `sources ls` shows it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    COMMENTS_FIELD_NUMBER: _builtins.int
+    RESOLVE_ERROR_FIELD_NUMBER: _builtins.int
+    CONFIGURED_FIELD_NUMBER: _builtins.int
+    CHATS_FIELD_NUMBER: _builtins.int
+    source_id: _builtins.str
+    """"chat:<target>", "folder:<name>" or "import:<slug>"."""
+    kind: Global___SourceKind.ValueType
+    target: _builtins.str
+    """What `sources add` was given; empty for a source only its chats still name."""
+    since: _builtins.int
+    """Skip history before this day (unix seconds UTC); null for the whole history."""
+    comments: _builtins.bool
+    """Also fetch the discussion threads of a channel."""
+    resolve_error: _builtins.str
+    """Why the last sync could not resolve the source; null when it could."""
+    configured: _builtins.bool
+    """False for a source id only the chats still carry (its row is gone)."""
+    @_builtins.property
+    def chats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SourceChat]: ...
+    def __init__(
+        self,
+        *,
+        source_id: _builtins.str = ...,
+        kind: Global___SourceKind.ValueType = ...,
+        target: _builtins.str = ...,
+        since: _builtins.int | None = ...,
+        comments: _builtins.bool = ...,
+        resolve_error: _builtins.str | None = ...,
+        configured: _builtins.bool = ...,
+        chats: _abc.Iterable[Global___SourceChat] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_resolve_error", b"_resolve_error", "_since", b"_since", "resolve_error", b"resolve_error", "since", b"since"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_resolve_error", b"_resolve_error", "_since", b"_since", "chats", b"chats", "comments", b"comments", "configured", b"configured", "kind", b"kind", "resolve_error", b"resolve_error", "since", b"since", "source_id", b"source_id", "target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__resolve_error: _TypeAlias = _typing.Literal["resolve_error"]  # noqa: Y015
+    _WhichOneofArgType__resolve_error: _TypeAlias = _typing.Literal["_resolve_error", b"_resolve_error"]  # noqa: Y015
+    _WhichOneofReturnType__since: _TypeAlias = _typing.Literal["since"]  # noqa: Y015
+    _WhichOneofArgType__since: _TypeAlias = _typing.Literal["_since", b"_since"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__resolve_error) -> _WhichOneofReturnType__resolve_error | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__since) -> _WhichOneofReturnType__since | None: ...
+
+Global___SourceInfo: _TypeAlias = SourceInfo  # noqa: Y015
+
+@_typing.final
+class SourceChat(_message.Message):
+    """A stored chat of a source."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    USERNAME_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    LAST_SYNC_AT_FIELD_NUMBER: _builtins.int
+    UNAVAILABLE_FIELD_NUMBER: _builtins.int
+    UNAVAILABLE_REASON_FIELD_NUMBER: _builtins.int
+    HISTORY_COMPLETE_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """Marked chat id (see MessageLocator)."""
+    title: _builtins.str
+    type: Global___ChatKind.ValueType
+    username: _builtins.str
+    message_count: _builtins.int
+    last_sync_at: _builtins.int
+    """Unix seconds UTC of the last fetch; null for never (imported chats)."""
+    unavailable: _builtins.bool
+    unavailable_reason: _builtins.str
+    history_complete: _builtins.bool
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        title: _builtins.str = ...,
+        type: Global___ChatKind.ValueType = ...,
+        username: _builtins.str | None = ...,
+        message_count: _builtins.int = ...,
+        last_sync_at: _builtins.int | None = ...,
+        unavailable: _builtins.bool = ...,
+        unavailable_reason: _builtins.str | None = ...,
+        history_complete: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_last_sync_at", b"_last_sync_at", "_unavailable_reason", b"_unavailable_reason", "_username", b"_username", "last_sync_at", b"last_sync_at", "unavailable_reason", b"unavailable_reason", "username", b"username"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_last_sync_at", b"_last_sync_at", "_unavailable_reason", b"_unavailable_reason", "_username", b"_username", "history_complete", b"history_complete", "id", b"id", "last_sync_at", b"last_sync_at", "message_count", b"message_count", "title", b"title", "type", b"type", "unavailable", b"unavailable", "unavailable_reason", b"unavailable_reason", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__last_sync_at: _TypeAlias = _typing.Literal["last_sync_at"]  # noqa: Y015
+    _WhichOneofArgType__last_sync_at: _TypeAlias = _typing.Literal["_last_sync_at", b"_last_sync_at"]  # noqa: Y015
+    _WhichOneofReturnType__unavailable_reason: _TypeAlias = _typing.Literal["unavailable_reason"]  # noqa: Y015
+    _WhichOneofArgType__unavailable_reason: _TypeAlias = _typing.Literal["_unavailable_reason", b"_unavailable_reason"]  # noqa: Y015
+    _WhichOneofReturnType__username: _TypeAlias = _typing.Literal["username"]  # noqa: Y015
+    _WhichOneofArgType__username: _TypeAlias = _typing.Literal["_username", b"_username"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__last_sync_at) -> _WhichOneofReturnType__last_sync_at | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__unavailable_reason) -> _WhichOneofReturnType__unavailable_reason | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__username) -> _WhichOneofReturnType__username | None: ...
+
+Global___SourceChat: _TypeAlias = SourceChat  # noqa: Y015
+
+@_typing.final
+class AddSourceResult(_message.Message):
+    """What `sources add` stored."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    CHATS_FIELD_NUMBER: _builtins.int
+    HINT_FIELD_NUMBER: _builtins.int
+    SKIPPED_IMPORTS_FIELD_NUMBER: _builtins.int
+    source: _builtins.str
+    """The source id ("chat:<target>" or "folder:<name>")."""
+    kind: Global___SourceKind.ValueType
+    title: _builtins.str
+    hint: _builtins.str
+    """What to run next."""
+    @_builtins.property
+    def chats(self) -> _containers.RepeatedCompositeFieldContainer[Global___AddedChat]: ...
+    @_builtins.property
+    def skipped_imports(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Chats of a folder left out because an import brought them in (marked chat ids)."""
+
+    def __init__(
+        self,
+        *,
+        source: _builtins.str = ...,
+        kind: Global___SourceKind.ValueType = ...,
+        title: _builtins.str = ...,
+        chats: _abc.Iterable[Global___AddedChat] | None = ...,
+        hint: _builtins.str = ...,
+        skipped_imports: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chats", b"chats", "hint", b"hint", "kind", b"kind", "skipped_imports", b"skipped_imports", "source", b"source", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddSourceResult: _TypeAlias = AddSourceResult  # noqa: Y015
+
+@_typing.final
+class AddedChat(_message.Message):
+    """A chat `sources add` stored."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    USERNAME_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    title: _builtins.str
+    type: Global___ChatKind.ValueType
+    username: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        title: _builtins.str = ...,
+        type: Global___ChatKind.ValueType = ...,
+        username: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_username", b"_username", "username", b"username"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_username", b"_username", "id", b"id", "title", b"title", "type", b"type", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__username: _TypeAlias = _typing.Literal["username"]  # noqa: Y015
+    _WhichOneofArgType__username: _TypeAlias = _typing.Literal["_username", b"_username"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__username) -> _WhichOneofReturnType__username | None: ...
+
+Global___AddedChat: _TypeAlias = AddedChat  # noqa: Y015
+
+@_typing.final
+class RemoveSourceResult(_message.Message):
+    """What `sources rm` deleted."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_ID_FIELD_NUMBER: _builtins.int
+    REMOVED_CHAT_IDS_FIELD_NUMBER: _builtins.int
+    MESSAGES_DELETED_FIELD_NUMBER: _builtins.int
+    source_id: _builtins.str
+    messages_deleted: _builtins.int
+    @_builtins.property
+    def removed_chat_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Marked chat ids."""
+
+    def __init__(
+        self,
+        *,
+        source_id: _builtins.str = ...,
+        removed_chat_ids: _abc.Iterable[_builtins.int] | None = ...,
+        messages_deleted: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages_deleted", b"messages_deleted", "removed_chat_ids", b"removed_chat_ids", "source_id", b"source_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveSourceResult: _TypeAlias = RemoveSourceResult  # noqa: Y015
+
+@_typing.final
+class PruneSourcesPreview(_message.Message):
+    """What `sources prune --dry-run` would delete, and what it would keep, with why."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WOULD_REMOVE_FIELD_NUMBER: _builtins.int
+    KEPT_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    dry_run: _builtins.bool
+    """Always true."""
+    @_builtins.property
+    def would_remove(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrunedChat]: ...
+    @_builtins.property
+    def kept(self) -> _containers.RepeatedCompositeFieldContainer[Global___KeptChat]: ...
+    def __init__(
+        self,
+        *,
+        would_remove: _abc.Iterable[Global___PrunedChat] | None = ...,
+        kept: _abc.Iterable[Global___KeptChat] | None = ...,
+        dry_run: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "kept", b"kept", "would_remove", b"would_remove"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PruneSourcesPreview: _TypeAlias = PruneSourcesPreview  # noqa: Y015
+
+@_typing.final
+class PruneSourcesResult(_message.Message):
+    """What `sources prune` deleted, and what it kept, with why."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REMOVED_FIELD_NUMBER: _builtins.int
+    KEPT_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    dry_run: _builtins.bool
+    """Always false."""
+    @_builtins.property
+    def removed(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrunedChat]: ...
+    @_builtins.property
+    def kept(self) -> _containers.RepeatedCompositeFieldContainer[Global___KeptChat]: ...
+    def __init__(
+        self,
+        *,
+        removed: _abc.Iterable[Global___PrunedChat] | None = ...,
+        kept: _abc.Iterable[Global___KeptChat] | None = ...,
+        dry_run: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "kept", b"kept", "removed", b"removed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PruneSourcesResult: _TypeAlias = PruneSourcesResult  # noqa: Y015
+
+@_typing.final
+class PrunedChat(_message.Message):
+    """A chat a folder source no longer lists."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SOURCE_ID_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    title: _builtins.str
+    source_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        title: _builtins.str = ...,
+        source_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chat_id", b"chat_id", "source_id", b"source_id", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrunedChat: _TypeAlias = PrunedChat  # noqa: Y015
+
+@_typing.final
+class KeptChat(_message.Message):
+    """A chat a prune keeps, with why (another source lists it, a staying channel's discussion
+    group, a staying supergroup's legacy group).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SOURCE_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    title: _builtins.str
+    source_id: _builtins.str
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        title: _builtins.str = ...,
+        source_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chat_id", b"chat_id", "reason", b"reason", "source_id", b"source_id", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KeptChat: _TypeAlias = KeptChat  # noqa: Y015
+
+@_typing.final
+class ListTagsResult(_message.Message):
+    """Every local tag of an account."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TAGS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tags(self) -> _containers.RepeatedCompositeFieldContainer[Global___TagEntry]: ...
+    def __init__(
+        self,
+        *,
+        tags: _abc.Iterable[Global___TagEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tags", b"tags"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTagsResult: _TypeAlias = ListTagsResult  # noqa: Y015
+
+@_typing.final
+class TagEntry(_message.Message):
+    """A tag and what it is on: a chat (chat_id), a sender (sender_id) or a message (chat_id and
+    msg_id); the other ids are 0.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TAG_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    SENDER_ID_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    tag: _builtins.str
+    kind: Global___TagKind.ValueType
+    chat_id: _builtins.int
+    sender_id: _builtins.int
+    msg_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        tag: _builtins.str = ...,
+        kind: Global___TagKind.ValueType = ...,
+        chat_id: _builtins.int = ...,
+        sender_id: _builtins.int = ...,
+        msg_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chat_id", b"chat_id", "kind", b"kind", "msg_id", b"msg_id", "sender_id", b"sender_id", "tag", b"tag"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TagEntry: _TypeAlias = TagEntry  # noqa: Y015
+
+@_typing.final
+class TaggedTarget(_message.Message):
+    """What `tags add` and `tags rm` acted on; the ids it does not name are 0."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    SENDER_ID_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    kind: Global___TagKind.ValueType
+    chat_id: _builtins.int
+    sender_id: _builtins.int
+    msg_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        kind: Global___TagKind.ValueType = ...,
+        chat_id: _builtins.int = ...,
+        sender_id: _builtins.int = ...,
+        msg_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chat_id", b"chat_id", "kind", b"kind", "msg_id", b"msg_id", "sender_id", b"sender_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TaggedTarget: _TypeAlias = TaggedTarget  # noqa: Y015
+
+@_typing.final
+class TagAdded(_message.Message):
+    """The answer of `tags add`: false when the tag was already there."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TAG_FIELD_NUMBER: _builtins.int
+    ADDED_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    tag: _builtins.str
+    added: _builtins.bool
+    @_builtins.property
+    def target(self) -> Global___TaggedTarget: ...
+    def __init__(
+        self,
+        *,
+        tag: _builtins.str = ...,
+        added: _builtins.bool = ...,
+        target: Global___TaggedTarget | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["added", b"added", "tag", b"tag", "target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TagAdded: _TypeAlias = TagAdded  # noqa: Y015
+
+@_typing.final
+class TagRemoved(_message.Message):
+    """The answer of `tags rm`: false when the tag was not there."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TAG_FIELD_NUMBER: _builtins.int
+    REMOVED_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    tag: _builtins.str
+    removed: _builtins.bool
+    @_builtins.property
+    def target(self) -> Global___TaggedTarget: ...
+    def __init__(
+        self,
+        *,
+        tag: _builtins.str = ...,
+        removed: _builtins.bool = ...,
+        target: Global___TaggedTarget | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["removed", b"removed", "tag", b"tag", "target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TagRemoved: _TypeAlias = TagRemoved  # noqa: Y015
 
 OMIT_EMPTY_FIELD_NUMBER: _builtins.int
 omit_empty: _extension_dict._ExtensionFieldDescriptor[_descriptor_pb2.FieldOptions, _builtins.bool]

@@ -1042,19 +1042,37 @@ Global___SourcesRequest: _TypeAlias = SourcesRequest  # noqa: Y015
 class SourcesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    RESULT_FIELD_NUMBER: _builtins.int
+    LISTED_FIELD_NUMBER: _builtins.int
+    ADDED_FIELD_NUMBER: _builtins.int
+    REMOVED_FIELD_NUMBER: _builtins.int
+    WOULD_PRUNE_FIELD_NUMBER: _builtins.int
+    PRUNED_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def listed(self) -> _common_pb2.ListSourcesResult: ...
+    @_builtins.property
+    def added(self) -> _common_pb2.AddSourceResult: ...
+    @_builtins.property
+    def removed(self) -> _common_pb2.RemoveSourceResult: ...
+    @_builtins.property
+    def would_prune(self) -> _common_pb2.PruneSourcesPreview: ...
+    @_builtins.property
+    def pruned(self) -> _common_pb2.PruneSourcesResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        listed: _common_pb2.ListSourcesResult | None = ...,
+        added: _common_pb2.AddSourceResult | None = ...,
+        removed: _common_pb2.RemoveSourceResult | None = ...,
+        would_prune: _common_pb2.PruneSourcesPreview | None = ...,
+        pruned: _common_pb2.PruneSourcesResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["added", b"added", "listed", b"listed", "pruned", b"pruned", "removed", b"removed", "result", b"result", "would_prune", b"would_prune"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["added", b"added", "listed", b"listed", "pruned", b"pruned", "removed", b"removed", "result", b"result", "would_prune", b"would_prune"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["listed", "added", "removed", "would_prune", "pruned"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
 
 Global___SourcesResponse: _TypeAlias = SourcesResponse  # noqa: Y015
 
@@ -1089,11 +1107,11 @@ class DialogsResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> _common_pb2.DialogsResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.DialogsResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1143,19 +1161,29 @@ Global___TagsRequest: _TypeAlias = TagsRequest  # noqa: Y015
 class TagsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    RESULT_FIELD_NUMBER: _builtins.int
+    LISTED_FIELD_NUMBER: _builtins.int
+    ADDED_FIELD_NUMBER: _builtins.int
+    REMOVED_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def listed(self) -> _common_pb2.ListTagsResult: ...
+    @_builtins.property
+    def added(self) -> _common_pb2.TagAdded: ...
+    @_builtins.property
+    def removed(self) -> _common_pb2.TagRemoved: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        listed: _common_pb2.ListTagsResult | None = ...,
+        added: _common_pb2.TagAdded | None = ...,
+        removed: _common_pb2.TagRemoved | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["added", b"added", "listed", b"listed", "removed", b"removed", "result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["added", b"added", "listed", b"listed", "removed", b"removed", "result", b"result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["listed", "added", "removed"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
 
 Global___TagsResponse: _TypeAlias = TagsResponse  # noqa: Y015
 

@@ -324,13 +324,11 @@ class DialogsResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """JSON: {query, matches: [{kind, id, title, type, username, folders, score, target}]}."""
-
+    def result(self) -> _common_pb2.DialogsResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.DialogsResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -365,15 +363,11 @@ class ListSourcesResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """JSON: {sources: [{source_id, kind, target, chats: [{id, title, type, username,
-        message_count, last_sync_at, unavailable}]}]}.
-        """
-
+    def result(self) -> _common_pb2.ListSourcesResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ListSourcesResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -420,13 +414,11 @@ class AddSourceResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """JSON: {source, kind, title, chats, hint}."""
-
+    def result(self) -> _common_pb2.AddSourceResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.AddSourceResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -464,13 +456,11 @@ class RemoveSourceResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """JSON: {source_id, removed_chat_ids}."""
-
+    def result(self) -> _common_pb2.RemoveSourceResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.RemoveSourceResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -506,21 +496,27 @@ Global___PruneSourcesRequest: _TypeAlias = PruneSourcesRequest  # noqa: Y015
 class PruneSourcesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    RESULT_FIELD_NUMBER: _builtins.int
+    PREVIEW_FIELD_NUMBER: _builtins.int
+    PRUNED_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """JSON: {would_remove | removed: [{chat_id, title, source_id}], kept: [...]}."""
+    def preview(self) -> _common_pb2.PruneSourcesPreview:
+        """The request's dry_run: what would go."""
 
+    @_builtins.property
+    def pruned(self) -> _common_pb2.PruneSourcesResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        preview: _common_pb2.PruneSourcesPreview | None = ...,
+        pruned: _common_pb2.PruneSourcesResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["preview", b"preview", "pruned", b"pruned", "result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["preview", b"preview", "pruned", b"pruned", "result", b"result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["preview", "pruned"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
 
 Global___PruneSourcesResponse: _TypeAlias = PruneSourcesResponse  # noqa: Y015
 
@@ -813,13 +809,11 @@ class ListTagsResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """JSON: {tags: [{tag, kind, chat_id, sender_id, msg_id}]}."""
-
+    def result(self) -> _common_pb2.ListTagsResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.ListTagsResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...

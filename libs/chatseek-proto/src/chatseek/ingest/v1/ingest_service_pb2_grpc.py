@@ -125,9 +125,7 @@ class IngestServiceServicer:
 
     def ImportExport(self, request_iterator, context):
         """Imports a Telegram Desktop export streamed by the client: first an ImportStart, then the
-        export file and media files as chunks. Streams progress, then the import report (JSON:
-        {chats: [{id, title, type, source}], messages_imported, skipped, media: {kind: n},
-        warnings: [..], truncated}).
+        export file and media files as chunks. Streams progress, then the ImportReport.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -135,8 +133,7 @@ class IngestServiceServicer:
 
     def Sync(self, request, context):
         """Fetches new messages of every source from Telegram within a time budget; streams progress
-        then the sync report (JSON: {new, updated, deleted, chats_done, chats_remaining,
-        unavailable, flood_wait_s, stopped_by, warnings}).
+        then the SyncReport.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -192,14 +189,15 @@ class IngestServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Extract(self, request, context):
-        """Reads text out of stored media (PDF, DOCX, OCR); streams progress then the report.
+        """Reads text out of stored media (PDF, DOCX, OCR); streams progress then the ExtractReport.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def PruneDeleted(self, request, context):
-        """Asks Telegram about stored messages in batches and removes what it no longer has.
+        """Asks Telegram about stored messages in batches and removes what it no longer has; streams
+        progress then the PruneDeletedReport.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

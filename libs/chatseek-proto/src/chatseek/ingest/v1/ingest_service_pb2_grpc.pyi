@@ -37,14 +37,11 @@ class IngestServiceStub:
     def __new__(cls, channel: _aio.Channel) -> IngestServiceAsyncStub: ...
     ImportExport: _grpc.StreamStreamMultiCallable[_ingest_service_pb2.ImportExportRequest, _ingest_service_pb2.ImportExportResponse]
     """Imports a Telegram Desktop export streamed by the client: first an ImportStart, then the
-    export file and media files as chunks. Streams progress, then the import report (JSON:
-    {chats: [{id, title, type, source}], messages_imported, skipped, media: {kind: n},
-    warnings: [..], truncated}).
+    export file and media files as chunks. Streams progress, then the ImportReport.
     """
     Sync: _grpc.UnaryStreamMultiCallable[_ingest_service_pb2.SyncRequest, _ingest_service_pb2.SyncResponse]
     """Fetches new messages of every source from Telegram within a time budget; streams progress
-    then the sync report (JSON: {new, updated, deleted, chats_done, chats_remaining,
-    unavailable, flood_wait_s, stopped_by, warnings}).
+    then the SyncReport.
     """
     StartAuth: _grpc.UnaryUnaryMultiCallable[_ingest_service_pb2.StartAuthRequest, _ingest_service_pb2.StartAuthResponse]
     """Starts a login: sends the code to the phone. The session is written by CompleteAuth only."""
@@ -61,9 +58,11 @@ class IngestServiceStub:
     PruneSources: _grpc.UnaryUnaryMultiCallable[_ingest_service_pb2.PruneSourcesRequest, _ingest_service_pb2.PruneSourcesResponse]
     """Deletes the chats a folder source no longer lists; dry_run reports without deleting."""
     Extract: _grpc.UnaryStreamMultiCallable[_ingest_service_pb2.ExtractRequest, _ingest_service_pb2.ExtractResponse]
-    """Reads text out of stored media (PDF, DOCX, OCR); streams progress then the report."""
+    """Reads text out of stored media (PDF, DOCX, OCR); streams progress then the ExtractReport."""
     PruneDeleted: _grpc.UnaryStreamMultiCallable[_ingest_service_pb2.PruneDeletedRequest, _ingest_service_pb2.PruneDeletedResponse]
-    """Asks Telegram about stored messages in batches and removes what it no longer has."""
+    """Asks Telegram about stored messages in batches and removes what it no longer has; streams
+    progress then the PruneDeletedReport.
+    """
     ListChats: _grpc.UnaryUnaryMultiCallable[_ingest_service_pb2.ListChatsRequest, _ingest_service_pb2.ListChatsResponse]
     """Lists stored chats (optionally resolving a chat spec) for the other services and the CLI."""
     AddTag: _grpc.UnaryUnaryMultiCallable[_ingest_service_pb2.AddTagRequest, _ingest_service_pb2.AddTagResponse]
@@ -84,14 +83,11 @@ class IngestServiceAsyncStub(IngestServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     ImportExport: _aio.StreamStreamMultiCallable[_ingest_service_pb2.ImportExportRequest, _ingest_service_pb2.ImportExportResponse]  # type: ignore[assignment]
     """Imports a Telegram Desktop export streamed by the client: first an ImportStart, then the
-    export file and media files as chunks. Streams progress, then the import report (JSON:
-    {chats: [{id, title, type, source}], messages_imported, skipped, media: {kind: n},
-    warnings: [..], truncated}).
+    export file and media files as chunks. Streams progress, then the ImportReport.
     """
     Sync: _aio.UnaryStreamMultiCallable[_ingest_service_pb2.SyncRequest, _ingest_service_pb2.SyncResponse]  # type: ignore[assignment]
     """Fetches new messages of every source from Telegram within a time budget; streams progress
-    then the sync report (JSON: {new, updated, deleted, chats_done, chats_remaining,
-    unavailable, flood_wait_s, stopped_by, warnings}).
+    then the SyncReport.
     """
     StartAuth: _aio.UnaryUnaryMultiCallable[_ingest_service_pb2.StartAuthRequest, _ingest_service_pb2.StartAuthResponse]  # type: ignore[assignment]
     """Starts a login: sends the code to the phone. The session is written by CompleteAuth only."""
@@ -108,9 +104,11 @@ class IngestServiceAsyncStub(IngestServiceStub):
     PruneSources: _aio.UnaryUnaryMultiCallable[_ingest_service_pb2.PruneSourcesRequest, _ingest_service_pb2.PruneSourcesResponse]  # type: ignore[assignment]
     """Deletes the chats a folder source no longer lists; dry_run reports without deleting."""
     Extract: _aio.UnaryStreamMultiCallable[_ingest_service_pb2.ExtractRequest, _ingest_service_pb2.ExtractResponse]  # type: ignore[assignment]
-    """Reads text out of stored media (PDF, DOCX, OCR); streams progress then the report."""
+    """Reads text out of stored media (PDF, DOCX, OCR); streams progress then the ExtractReport."""
     PruneDeleted: _aio.UnaryStreamMultiCallable[_ingest_service_pb2.PruneDeletedRequest, _ingest_service_pb2.PruneDeletedResponse]  # type: ignore[assignment]
-    """Asks Telegram about stored messages in batches and removes what it no longer has."""
+    """Asks Telegram about stored messages in batches and removes what it no longer has; streams
+    progress then the PruneDeletedReport.
+    """
     ListChats: _aio.UnaryUnaryMultiCallable[_ingest_service_pb2.ListChatsRequest, _ingest_service_pb2.ListChatsResponse]  # type: ignore[assignment]
     """Lists stored chats (optionally resolving a chat spec) for the other services and the CLI."""
     AddTag: _aio.UnaryUnaryMultiCallable[_ingest_service_pb2.AddTagRequest, _ingest_service_pb2.AddTagResponse]  # type: ignore[assignment]
@@ -134,9 +132,7 @@ class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_ingest_service_pb2.ImportExportResponse], _abc.AsyncIterator[_ingest_service_pb2.ImportExportResponse]]:
         """Imports a Telegram Desktop export streamed by the client: first an ImportStart, then the
-        export file and media files as chunks. Streams progress, then the import report (JSON:
-        {chats: [{id, title, type, source}], messages_imported, skipped, media: {kind: n},
-        warnings: [..], truncated}).
+        export file and media files as chunks. Streams progress, then the ImportReport.
         """
 
     @_abc_1.abstractmethod
@@ -146,8 +142,7 @@ class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_ingest_service_pb2.SyncResponse], _abc.AsyncIterator[_ingest_service_pb2.SyncResponse]]:
         """Fetches new messages of every source from Telegram within a time budget; streams progress
-        then the sync report (JSON: {new, updated, deleted, chats_done, chats_remaining,
-        unavailable, flood_wait_s, stopped_by, warnings}).
+        then the SyncReport.
         """
 
     @_abc_1.abstractmethod
@@ -212,7 +207,7 @@ class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ingest_service_pb2.ExtractRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_ingest_service_pb2.ExtractResponse], _abc.AsyncIterator[_ingest_service_pb2.ExtractResponse]]:
-        """Reads text out of stored media (PDF, DOCX, OCR); streams progress then the report."""
+        """Reads text out of stored media (PDF, DOCX, OCR); streams progress then the ExtractReport."""
 
     @_abc_1.abstractmethod
     def PruneDeleted(
@@ -220,7 +215,9 @@ class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ingest_service_pb2.PruneDeletedRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_ingest_service_pb2.PruneDeletedResponse], _abc.AsyncIterator[_ingest_service_pb2.PruneDeletedResponse]]:
-        """Asks Telegram about stored messages in batches and removes what it no longer has."""
+        """Asks Telegram about stored messages in batches and removes what it no longer has; streams
+        progress then the PruneDeletedReport.
+        """
 
     @_abc_1.abstractmethod
     def ListChats(
