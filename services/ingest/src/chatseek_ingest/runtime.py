@@ -1,10 +1,11 @@
 """How the ingest service reaches Telegram: credentials, the session and connected clients.
 
 Owns reading the Telegram API id/hash (config file first, then ``CHATSEEK_TELEGRAM_API_*``),
-connecting one signed-in client per call (``account_client``) and the lazily connected client
-of an extract pass. Invariants: the session file is only read here (``auth`` writes it); a
-missing session is NOT_AUTHORIZED before any credential or network is touched; Telegram's
-"signed out" errors become NOT_AUTHORIZED and connection failures UNAVAILABLE.
+connecting one signed-in client per call (``account_client``), with a connection of its own
+for a pass that writes (``telegram_pass``), and the lazily connected client of an extract
+pass. Invariants: the session file is only read here (``auth`` writes it); a missing session
+is NOT_AUTHORIZED before any credential or network is touched; Telegram's "signed out" errors
+become NOT_AUTHORIZED and connection failures UNAVAILABLE.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from chatseek_core.errors import (
 )
 from chatseek_core.settings import Settings
 from chatseek_ingest.auth import ENV_API_HASH, ENV_API_ID, api_credentials
+from chatseek_ingest.schema import OWNER
 from chatseek_ingest.sync import default_lock_path, sync_lock
 from chatseek_ingest.telegram import (
     TelegramClientLike,
@@ -43,6 +45,7 @@ __all__ = [
     "login_factory",
     "refuse_if_syncing",
     "signed_out",
+    "telegram_pass",
 ]
 
 TelegramFactory = Callable[[str, int, str], TelegramClientLike]
@@ -188,3 +191,31 @@ def refuse_if_syncing(conn: db.Connection) -> None:
     """
     with sync_lock(default_lock_path(conn)):
         pass
+
+
+@contextlib.asynccontextmanager
+async def telegram_pass(
+    settings: Settings,
+    account: str,
+    factory: TelegramFactory = open_client,
+    *,
+    exclusive: bool = False,
+) -> AsyncIterator[tuple[db.Connection, TelegramClientLike]]:
+    """A connection of its own to ingest.db and a signed-in client, for a pass over Telegram.
+
+    The pass hands the connection from thread to thread, so it is not one of the pool's; it is
+    closed when the block ends. With ``exclusive`` (sync, prune-deleted) a running sync is
+    refused first, before Telegram is contacted.
+
+    Raises:
+        SyncRunning: ``exclusive`` and another sync or deletion pass is running.
+        NotAuthorized, FailedPrecondition, Unavailable, FloodWait: see ``account_client``.
+    """
+    conn = await to_thread(db.connect, settings.db_path(OWNER))
+    try:
+        if exclusive:
+            await to_thread(refuse_if_syncing, conn)
+        async with account_client(settings, account, factory) as client:
+            yield conn, client
+    finally:
+        await to_thread(conn.close)

@@ -1,8 +1,8 @@
 """The ingest servicer: proto in, typed core call, proto out.
 
-Telegram RPCs connect one client per call (``runtime.account_client``) and run their
-pass over a connection of their own, since a pass hands it from thread to thread. Long passes
-stream ``OperationEvent`` progress, then their typed report; consumers are nudged after commits.
+Telegram RPCs connect one client per call (``runtime.account_client``); a pass that writes
+gets a connection of its own with it (``runtime.telegram_pass``). Long passes stream
+``OperationEvent`` progress, then their typed report; consumers are nudged after commits.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from chatseek_ingest.runtime import (
     LazyClient,
     account_client,
     login_factory,
-    refuse_if_syncing,
+    telegram_pass,
 )
 from chatseek_ingest.schema import OWNER
 from chatseek_ingest.sources import (
@@ -135,17 +135,15 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     def _budget(self, budget_s: float) -> float | None:
         return budget_s if budget_s > 0 else None
 
-    @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[db.Connection]:
-        """A connection of its own for a pass that hands it from thread to thread."""
-        conn = await to_thread(db.connect, self._deps.settings.db_path(OWNER))
-        try:
-            yield conn
-        finally:
-            await to_thread(conn.close)
-
     def _telegram(self, account: str) -> contextlib.AbstractAsyncContextManager[TelegramClientLike]:
         return account_client(self._deps.settings, account, self._deps.telegram_factory)
+
+    def _pass(
+        self, account: str, *, exclusive: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[tuple[db.Connection, TelegramClientLike]]:
+        return telegram_pass(
+            self._deps.settings, account, self._deps.telegram_factory, exclusive=exclusive
+        )
 
     async def _stream(self, stage: str, work: Work) -> AsyncIterator[common_pb2.OperationEvent]:
         """Run ``work(on_progress)`` on the loop; stream its progress, nudges, then its report.
@@ -253,7 +251,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         self, request: pb.AddSourceRequest, context: Ctx[pb.AddSourceRequest, pb.AddSourceResponse]
     ) -> pb.AddSourceResponse:
         account = self._account(request.account)
-        async with self._connection() as conn, self._telegram(account) as client:
+        async with self._pass(account) as (conn, client):
             added = await add_source(
                 conn,
                 client,
@@ -284,7 +282,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         context: Ctx[pb.PruneSourcesRequest, pb.PruneSourcesResponse],
     ) -> pb.PruneSourcesResponse:
         account = self._account(request.account)
-        async with self._connection() as conn, self._telegram(account) as client:
+        async with self._pass(account) as (conn, client):
             report = await prune_sources(conn, client, account, dry_run=request.dry_run)
         if not request.dry_run:
             await self._deps.nudger.nudge()
@@ -300,26 +298,24 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         self, request: pb.SyncRequest, context: Ctx[pb.SyncRequest, pb.SyncResponse]
     ) -> AsyncIterator[pb.SyncResponse]:
         account = self._account(request.account)
-        async with self._connection() as conn:
-            await to_thread(refuse_if_syncing, conn)
-            async with self._telegram(account) as client:
+        async with self._pass(account, exclusive=True) as (conn, client):
 
-                async def work(on_progress: Progress) -> common_pb2.OperationEvent:
-                    report = await sync(
-                        conn,
-                        client,
-                        account,
-                        budget_s=self._budget(request.budget_s),
-                        refresh_only=request.refresh_only,
-                        chat_ids=list(request.chat_ids) or None,
-                        on_progress=on_progress,
-                        takeout=request.takeout,
-                    )
-                    typed = from_json(report.to_dict(), common_pb2.SyncReport())
-                    return common_pb2.OperationEvent(sync=typed)
+            async def work(on_progress: Progress) -> common_pb2.OperationEvent:
+                report = await sync(
+                    conn,
+                    client,
+                    account,
+                    budget_s=self._budget(request.budget_s),
+                    refresh_only=request.refresh_only,
+                    chat_ids=list(request.chat_ids) or None,
+                    on_progress=on_progress,
+                    takeout=request.takeout,
+                )
+                typed = from_json(report.to_dict(), common_pb2.SyncReport())
+                return common_pb2.OperationEvent(sync=typed)
 
-                async for event in self._stream("sync", work):
-                    yield pb.SyncResponse(event=event)
+            async for event in self._stream("sync", work):
+                yield pb.SyncResponse(event=event)
 
     async def PruneDeleted(
         self,
@@ -327,24 +323,22 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         context: Ctx[pb.PruneDeletedRequest, pb.PruneDeletedResponse],
     ) -> AsyncIterator[pb.PruneDeletedResponse]:
         account = self._account(request.account)
-        async with self._connection() as conn:
-            await to_thread(refuse_if_syncing, conn)
-            async with self._telegram(account) as client:
+        async with self._pass(account, exclusive=True) as (conn, client):
 
-                async def work(on_progress: Progress) -> common_pb2.OperationEvent:
-                    report = await prune_deleted(
-                        conn,
-                        client,
-                        account,
-                        request.chat_id or None,
-                        budget_s=self._budget(request.budget_s),
-                        on_progress=on_progress,
-                    )
-                    typed = from_json(report.to_dict(), common_pb2.PruneDeletedReport())
-                    return common_pb2.OperationEvent(prune_deleted=typed)
+            async def work(on_progress: Progress) -> common_pb2.OperationEvent:
+                report = await prune_deleted(
+                    conn,
+                    client,
+                    account,
+                    request.chat_id or None,
+                    budget_s=self._budget(request.budget_s),
+                    on_progress=on_progress,
+                )
+                typed = from_json(report.to_dict(), common_pb2.PruneDeletedReport())
+                return common_pb2.OperationEvent(prune_deleted=typed)
 
-                async for event in self._stream("prune", work):
-                    yield pb.PruneDeletedResponse(event=event)
+            async for event in self._stream("prune", work):
+                yield pb.PruneDeletedResponse(event=event)
 
     async def Extract(
         self, request: pb.ExtractRequest, context: Ctx[pb.ExtractRequest, pb.ExtractResponse]
