@@ -136,10 +136,9 @@ def stack_env(home: Path) -> dict[str, str]:
     return env
 
 
-def _status(settings: Any, name: str) -> dict[str, Any]:
+def _status(settings: Any, name: str) -> Any:
+    """The ``ServiceStatus`` of service ``name`` (its typed details in the oneof of its name)."""
     import importlib
-
-    from google.protobuf.json_format import MessageToDict
 
     from chatseek_core.client import sync_channel
 
@@ -148,9 +147,7 @@ def _status(settings: Any, name: str) -> dict[str, Any]:
     channel = sync_channel(settings.addr(name))
     try:
         stub = getattr(grpc_mod, f"{name.capitalize()}ServiceStub")(channel)
-        reply = stub.GetStatus(pb.GetStatusRequest(), timeout=30)
-        doc: dict[str, Any] = MessageToDict(reply.status, preserving_proto_field_name=True)
-        return doc
+        return stub.GetStatus(pb.GetStatusRequest(), timeout=30).status
     finally:
         channel.close()
 
@@ -158,13 +155,13 @@ def _status(settings: Any, name: str) -> dict[str, Any]:
 def stage_done(settings: Any, stage: str) -> bool:
     """Whether ``stage`` (unitize, lexical or vector) has consumed everything it was fed."""
     status = _status(settings, stage)
-    lag = {k: int(v) for k, v in status.get("feed_lag", {}).items()}
-    details = status.get("details", {})
+    lag = dict(status.feed_lag)
     if stage == "unitize":
         return bool(lag) and not any(lag.values())
     if stage == "lexical":
-        return bool(details.get("words_ready"))
-    return bool(details.get("model")) and not any(lag.values()) and not details.get("pending")
+        return bool(status.lexical.words_ready)
+    vector = status.vector
+    return vector.HasField("model") and not any(lag.values()) and not vector.pending
 
 
 def _settle(settings: Any, stage: str, since: float) -> float:

@@ -249,3 +249,18 @@ def test_embed_status_shows_an_eta_from_the_recent_rate(
     cli(env, "stack", "up")
     settle(env)
     assert cli_json(env, "embed", "status", "--json")["eta_s"] == 0
+
+
+def test_the_bench_readiness_probe_reads_each_settled_service_as_done(
+    stack: dict[str, Any],
+) -> None:
+    # make bench waits on this probe; when it misread the typed status it waited forever.
+    from bench.pipeline import stage_done
+    from chatseek_core.settings import load_settings
+
+    settings = load_settings(env=stack["env"])
+    assert {stage: stage_done(settings, stage) for stage in ("unitize", "lexical", "vector")} == {
+        "unitize": True,
+        "lexical": True,
+        "vector": True,
+    }

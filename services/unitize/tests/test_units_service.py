@@ -428,6 +428,25 @@ def test_channel_posts_gather_their_discussion_comments(stores: Stores) -> None:
     assert _ids(stores, CHANNEL) == ids
 
 
+def test_a_comment_re_cuts_its_post_and_no_post_whose_id_it_prefixes(stores: Stores) -> None:
+    stores.chat(CHANNEL, kind="channel", title="News")
+    stores.chat(DISCUSSION, kind="supergroup", title="News chat")
+    stores.link_discussion(CHANNEL, DISCUSSION)
+    stores.put([msg(1, 0, "post one", chat_id=CHANNEL), msg(10, 60, "post ten", chat_id=CHANNEL)])
+    stores.drain()
+    ids = _ids(stores, CHANNEL)
+    head = stores.feed_head()
+
+    stores.put([msg(1, 5, "a comment on post one", chat_id=DISCUSSION, sender=2)])
+    stores.comment(DISCUSSION, 1, CHANNEL, 1)
+    stores.drain()
+
+    posts = stores.units(CHANNEL)
+    assert posts["p:1"]["msg_ids"] == "[1, 1]"
+    assert _ids(stores, CHANNEL) == ids
+    assert [event for event in stores.unit_events(head) if event[0] == ids["p:10"]] == []
+
+
 def test_a_deleted_chat_loses_every_unit(stores: Stores) -> None:
     _history(stores)
     with db.transaction(stores.ingest):

@@ -572,8 +572,10 @@ def _post_units(
                 conn,
                 account,
                 channel_id,
-                "kind = 'post' AND (key = ? OR (key >= ? AND key < ?))",
-                (f"p:{post}", f"p:{post}:", f"p:{post};"),
+                # The range bounds the index search (a bare OR of the two keys made SQLite read
+                # every post unit of the channel for each post); the OR drops p:{post}N.
+                "kind = 'post' AND key >= ? AND key < ? AND (key = ? OR key >= ?)",
+                (f"p:{post}", f"p:{post};", f"p:{post}", f"p:{post}:"),
             )
         )
     return old
