@@ -24,10 +24,12 @@ CAPTURE_ENV = "CHATSEEK_WIRE_CAPTURE"
 # Timings, ages, page tokens (they carry the time of the first page), unit ids (their
 # numbering follows how the import's batches were cut), and in the ops reports: ports, clocks,
 # rates, counts since the embed worker started, the backup's directory and its file sizes
-# (they follow when SQLite checkpointed), and whether a hub model is in this machine's cache.
+# (they follow when SQLite checkpointed), whether a hub model is in this machine's cache, and
+# a conversation build's milliseconds.
 VOLATILE = frozenset(
     {
         *("took_ms", "index_age_min", "last_fetched_at", "next_page_token", "unit_id", "unit_ids"),
+        "ms",
         *("address", "checked_at", "last_write_s_ago", "units_per_s", "eta_s", "since_start"),
         *("directory", "bytes", "cached"),
     }
