@@ -37,9 +37,12 @@ RESULTS: dict[str, type[Message]] = {
     "reindex_lexical": common_pb2.WordIndexReport,
     "reindex_vector": common_pb2.EmbedReport,
     "messages_stats": common_pb2.StatsResult,
+    "conversations_build": common_pb2.ConversationBuildReport,
+    "conversations_links": gateway_pb.ChatLinksResult,
+    "link_batch": gateway_pb.LinkBatchResult,
 }
 # Pinned before their RPCs were typed; read back once they are.
-NOT_TYPED_YET = ("conversations_build", "conversations_links", "link_batch", "messages_parse")
+NOT_TYPED_YET = ("messages_parse",)
 MCP_ONLY = ("synced",)
 # A value of the right type for each masked key, to read the pinned copy back with.
 VOLATILE_SAMPLES: dict[str, Any] = {
@@ -53,7 +56,18 @@ VOLATILE_SAMPLES: dict[str, Any] = {
     "directory": "/backup",
     "bytes": 4096,
     "cached": True,
+    "ms": 12,
 }
+
+
+def _links_as_typed(links: dict[str, Any]) -> dict[str, Any]:
+    """``conversations links`` prints an object the CLI builds from the typed list, by id."""
+    ordered = sorted(links.items(), key=lambda item: int(item[0]))
+    return {"links": [{"msg_id": int(m), "parent_id": p} for m, p in ordered]}
+
+
+# Documents the edge builds from a typed result, as that result's JSON.
+EDGE_BUILT = {"conversations_links": _links_as_typed}
 
 
 def _unmask(value: Any) -> Any:
@@ -83,6 +97,8 @@ def _pinned(path: Path) -> tuple[dict[str, Any], type[Message]]:
     if name.startswith(NOT_TYPED_YET):
         pytest.skip(f"{name} is not typed yet")
     kind = next(k for k in RESULTS if name.startswith(k))
+    if kind in EDGE_BUILT:
+        doc = EDGE_BUILT[kind](doc)
     return doc, RESULTS[kind]
 
 
@@ -184,3 +200,22 @@ def test_a_stats_bucket_key_is_text_a_sender_id_or_null() -> None:
     for key in ("tg:default/-1001", 5237714402, None):
         doc = {"key": key, "label": "x", "count": 1}
         assert to_json(from_json(doc, common_pb2.StatsBucket())) == doc
+
+
+def test_a_tagged_oneof_names_its_member_beside_the_members_fields() -> None:
+    answer = common_pb2.LinkAnswerReport(chat_id=-1001, stored=1)
+    result = gateway_pb.LinkBatchResult(answer=answer)
+    doc = to_json(result)
+    assert doc == {"action": "answer", "chat_id": -1001, "stored": 1, "rejected": []}
+    assert list(doc) == ["action", "chat_id", "stored", "rejected"]
+    assert from_json(doc, gateway_pb.LinkBatchResult()) == result
+    assert to_json(gateway_pb.LinkBatchResult()) == {"action": None}
+    assert from_json({"action": None}, gateway_pb.LinkBatchResult()).WhichOneof("action") is None
+    with pytest.raises(KeyError):
+        from_json({"action": "merge"}, gateway_pb.LinkBatchResult())
+
+
+def test_a_rejected_answer_echoes_an_integer_or_a_string_msg_id() -> None:
+    for msg_id in (7, "7", None):
+        doc = {"index": 0, "msg_id": msg_id, "reason": "INVALID_ENTRY"}
+        assert to_json(from_json(doc, common_pb2.LinkAnswerRejection())) == doc

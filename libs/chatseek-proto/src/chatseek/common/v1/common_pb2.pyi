@@ -428,6 +428,8 @@ class OperationEvent(_message.Message):
     VERIFY_FIELD_NUMBER: _builtins.int
     EMBED_FIELD_NUMBER: _builtins.int
     WORD_INDEX_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_BUILD_FIELD_NUMBER: _builtins.int
+    RECUT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def progress(self) -> Global___Progress: ...
     @_builtins.property
@@ -438,6 +440,12 @@ class OperationEvent(_message.Message):
     def embed(self) -> Global___EmbedReport: ...
     @_builtins.property
     def word_index(self) -> Global___WordIndexReport: ...
+    @_builtins.property
+    def conversations_build(self) -> Global___ConversationBuildReport:
+        """Unitize's reports, numbered from 20."""
+
+    @_builtins.property
+    def recut(self) -> Global___RecutReport: ...
     def __init__(
         self,
         *,
@@ -446,12 +454,14 @@ class OperationEvent(_message.Message):
         verify: Global___VerifyReport | None = ...,
         embed: Global___EmbedReport | None = ...,
         word_index: Global___WordIndexReport | None = ...,
+        conversations_build: Global___ConversationBuildReport | None = ...,
+        recut: Global___RecutReport | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["embed", b"embed", "event", b"event", "progress", b"progress", "result", b"result", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversations_build", b"conversations_build", "embed", b"embed", "event", b"event", "progress", b"progress", "recut", b"recut", "result", b"result", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["embed", b"embed", "event", b"event", "progress", b"progress", "result", b"result", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations_build", b"conversations_build", "embed", b"embed", "event", b"event", "progress", b"progress", "recut", b"recut", "result", b"result", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "result", "verify", "embed", "word_index"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "result", "verify", "embed", "word_index", "conversations_build", "recut"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
@@ -2756,8 +2766,470 @@ class MessageLinksResult(_message.Message):
 
 Global___MessageLinksResult: _TypeAlias = MessageLinksResult  # noqa: Y015
 
+@_typing.final
+class ConversationBuildReport(_message.Message):
+    """The report of `chatseek conversations build`: one entry per chat built."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    CHATS_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    note: _builtins.str
+    """Conversation ids belong to the build: re-list conversations after a build."""
+    @_builtins.property
+    def chats(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChatBuildReport]: ...
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        chats: _abc.Iterable[Global___ChatBuildReport] | None = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "chats", b"chats", "note", b"note"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationBuildReport: _TypeAlias = ConversationBuildReport  # noqa: Y015
+
+@_typing.final
+class ChatBuildReport(_message.Message):
+    """What one chat's conversation build did."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ReasonsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    BUILD_ID_FIELD_NUMBER: _builtins.int
+    PREVIOUS_BUILD_ID_FIELD_NUMBER: _builtins.int
+    SCORER_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    REASONS_FIELD_NUMBER: _builtins.int
+    ANSWERS_APPLIED_FIELD_NUMBER: _builtins.int
+    STALE_ANSWERS_FIELD_NUMBER: _builtins.int
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    CHUNKS_REUSED_FIELD_NUMBER: _builtins.int
+    CHUNKS_NEW_FIELD_NUMBER: _builtins.int
+    CHUNKS_DROPPED_FIELD_NUMBER: _builtins.int
+    MS_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    chat_id: _builtins.int
+    build_id: _builtins.int
+    previous_build_id: _builtins.int
+    """The build this one replaced; null for the chat's first build."""
+    scorer: _builtins.str
+    """The link scorer: learned or rules (a test's own scorer: its class name)."""
+    messages: _builtins.int
+    conversations: _builtins.int
+    answers_applied: _builtins.int
+    """Stored agent answers the build applied, and those it ignored as stale."""
+    stale_answers: _builtins.int
+    chunks: _builtins.int
+    """Conversation chunks written, reused from the previous build, new, and dropped."""
+    chunks_reused: _builtins.int
+    chunks_new: _builtins.int
+    chunks_dropped: _builtins.int
+    ms: _builtins.int
+    """Milliseconds the build took."""
+    @_builtins.property
+    def reasons(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Links per reason (reply, scored, new, agent, ...)."""
+
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        chat_id: _builtins.int = ...,
+        build_id: _builtins.int = ...,
+        previous_build_id: _builtins.int | None = ...,
+        scorer: _builtins.str = ...,
+        messages: _builtins.int = ...,
+        conversations: _builtins.int = ...,
+        reasons: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        answers_applied: _builtins.int = ...,
+        stale_answers: _builtins.int = ...,
+        chunks: _builtins.int = ...,
+        chunks_reused: _builtins.int = ...,
+        chunks_new: _builtins.int = ...,
+        chunks_dropped: _builtins.int = ...,
+        ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_previous_build_id", b"_previous_build_id", "previous_build_id", b"previous_build_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_previous_build_id", b"_previous_build_id", "account", b"account", "answers_applied", b"answers_applied", "build_id", b"build_id", "chat_id", b"chat_id", "chunks", b"chunks", "chunks_dropped", b"chunks_dropped", "chunks_new", b"chunks_new", "chunks_reused", b"chunks_reused", "conversations", b"conversations", "messages", b"messages", "ms", b"ms", "previous_build_id", b"previous_build_id", "reasons", b"reasons", "scorer", b"scorer", "stale_answers", b"stale_answers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__previous_build_id: _TypeAlias = _typing.Literal["previous_build_id"]  # noqa: Y015
+    _WhichOneofArgType__previous_build_id: _TypeAlias = _typing.Literal["_previous_build_id", b"_previous_build_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__previous_build_id) -> _WhichOneofReturnType__previous_build_id | None: ...
+
+Global___ChatBuildReport: _TypeAlias = ChatBuildReport  # noqa: Y015
+
+@_typing.final
+class RecutReport(_message.Message):
+    """The report of a re-cut of chats whose units an older recipe made (unitize Recut)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHATS_FIELD_NUMBER: _builtins.int
+    UPSERTED_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    PENDING_LEFT_FIELD_NUMBER: _builtins.int
+    chats: _builtins.int
+    upserted: _builtins.int
+    """Units written and units removed."""
+    deleted: _builtins.int
+    pending_left: _builtins.int
+    """Chats still waiting for a re-cut."""
+    def __init__(
+        self,
+        *,
+        chats: _builtins.int = ...,
+        upserted: _builtins.int = ...,
+        deleted: _builtins.int = ...,
+        pending_left: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chats", b"chats", "deleted", b"deleted", "pending_left", b"pending_left", "upserted", b"upserted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecutReport: _TypeAlias = RecutReport  # noqa: Y015
+
+@_typing.final
+class LinkBatchStatus(_message.Message):
+    """Agent-assisted linking in one chat, for its current build (`conversations batches status`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    BUILD_ID_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    ANSWERED_FIELD_NUMBER: _builtins.int
+    STALE_ANSWERS_FIELD_NUMBER: _builtins.int
+    UNANSWERED_UNCERTAIN_FIELD_NUMBER: _builtins.int
+    BATCH_SIZE_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    build_id: _builtins.int
+    """The build the counts describe."""
+    messages: _builtins.int
+    """Messages the build linked."""
+    answered: _builtins.int
+    """Stored answers still current."""
+    stale_answers: _builtins.int
+    """Stored answers whose message or parent changed or is gone; builds ignore them."""
+    unanswered_uncertain: _builtins.int
+    """Decisions below the confidence threshold that no reply fixed and no answer covers."""
+    batch_size: _builtins.int
+    """The size of a batch when none is asked for."""
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        build_id: _builtins.int = ...,
+        messages: _builtins.int = ...,
+        answered: _builtins.int = ...,
+        stale_answers: _builtins.int = ...,
+        unanswered_uncertain: _builtins.int = ...,
+        batch_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answered", b"answered", "batch_size", b"batch_size", "build_id", b"build_id", "chat_id", b"chat_id", "messages", b"messages", "stale_answers", b"stale_answers", "unanswered_uncertain", b"unanswered_uncertain"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkBatchStatus: _TypeAlias = LinkBatchStatus  # noqa: Y015
+
+@_typing.final
+class LinkBatch(_message.Message):
+    """The least confident unanswered decisions of a build (`conversations batches get`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    BUILD_ID_FIELD_NUMBER: _builtins.int
+    BATCH_ID_FIELD_NUMBER: _builtins.int
+    ANSWER_FORMAT_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    build_id: _builtins.int
+    batch_id: _builtins.str
+    """"<build_id>-<first msg_id>", or "<build_id>-empty" for an empty batch."""
+    @_builtins.property
+    def answer_format(self) -> Global___LinkAnswerFormat:
+        """How to answer, in words: {"answers": [{"msg_id": "int", "parent": "int | 'new'"}]}."""
+
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkBatchMessage]: ...
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        build_id: _builtins.int = ...,
+        batch_id: _builtins.str = ...,
+        answer_format: Global___LinkAnswerFormat | None = ...,
+        messages: _abc.Iterable[Global___LinkBatchMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_format", b"answer_format"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_format", b"answer_format", "batch_id", b"batch_id", "build_id", b"build_id", "chat_id", b"chat_id", "messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkBatch: _TypeAlias = LinkBatch  # noqa: Y015
+
+@_typing.final
+class LinkAnswerFormat(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ANSWERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def answers(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkAnswerShape]: ...
+    def __init__(
+        self,
+        *,
+        answers: _abc.Iterable[Global___LinkAnswerShape] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answers", b"answers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkAnswerFormat: _TypeAlias = LinkAnswerFormat  # noqa: Y015
+
+@_typing.final
+class LinkAnswerShape(_message.Message):
+    """The type of each key of one answer, in words."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    PARENT_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.str
+    parent: _builtins.str
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.str = ...,
+        parent: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["msg_id", b"msg_id", "parent", b"parent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkAnswerShape: _TypeAlias = LinkAnswerShape  # noqa: Y015
+
+@_typing.final
+class LinkBatchMessage(_message.Message):
+    """A message of a batch with the build's decision and its candidate parents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    SENDER_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    CURRENT_FIELD_NUMBER: _builtins.int
+    CANDIDATES_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    date: _builtins.str
+    """ISO 8601 UTC, e.g. 2026-03-29T10:00:00Z."""
+    sender: _builtins.str
+    """The sender's display name; empty when unknown."""
+    text: _builtins.str
+    """Clipped; "[kind]" and the media's text before the message text."""
+    @_builtins.property
+    def current(self) -> Global___LinkDecision: ...
+    @_builtins.property
+    def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkCandidate]:
+        """Earlier messages of the same topic, best first."""
+
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        date: _builtins.str = ...,
+        sender: _builtins.str = ...,
+        text: _builtins.str = ...,
+        current: Global___LinkDecision | None = ...,
+        candidates: _abc.Iterable[Global___LinkCandidate] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["current", b"current"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "current", b"current", "date", b"date", "msg_id", b"msg_id", "sender", b"sender", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkBatchMessage: _TypeAlias = LinkBatchMessage  # noqa: Y015
+
+@_typing.final
+class LinkDecision(_message.Message):
+    """The build's decision for one message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARENT_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    parent_id: _builtins.int
+    """Null: the message starts a conversation."""
+    reason: _builtins.str
+    """How it was decided (scored, new, ...)."""
+    confidence: _builtins.float
+    """The scorer's probability, 0..1."""
+    def __init__(
+        self,
+        *,
+        parent_id: _builtins.int | None = ...,
+        reason: _builtins.str = ...,
+        confidence: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id", "parent_id", b"parent_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id", "confidence", b"confidence", "parent_id", b"parent_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__parent_id: _TypeAlias = _typing.Literal["parent_id"]  # noqa: Y015
+    _WhichOneofArgType__parent_id: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__parent_id) -> _WhichOneofReturnType__parent_id | None: ...
+
+Global___LinkDecision: _TypeAlias = LinkDecision  # noqa: Y015
+
+@_typing.final
+class LinkCandidate(_message.Message):
+    """A candidate parent of a batch message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    SENDER_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    date: _builtins.str
+    sender: _builtins.str
+    text: _builtins.str
+    score: _builtins.float
+    """The scorer's probability; null for a nearby message the scorer did not rank."""
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        date: _builtins.str = ...,
+        sender: _builtins.str = ...,
+        text: _builtins.str = ...,
+        score: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_score", b"_score", "score", b"score"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_score", b"_score", "date", b"date", "msg_id", b"msg_id", "score", b"score", "sender", b"sender", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__score: _TypeAlias = _typing.Literal["score"]  # noqa: Y015
+    _WhichOneofArgType__score: _TypeAlias = _typing.Literal["_score", b"_score"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__score) -> _WhichOneofReturnType__score | None: ...
+
+Global___LinkCandidate: _TypeAlias = LinkCandidate  # noqa: Y015
+
+@_typing.final
+class LinkAnswerReport(_message.Message):
+    """What an answer stored (`conversations batches answer`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    STORED_FIELD_NUMBER: _builtins.int
+    REJECTED_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    stored: _builtins.int
+    """Answers stored (each replaces its message's previous one)."""
+    @_builtins.property
+    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkAnswerRejection]: ...
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        stored: _builtins.int = ...,
+        rejected: _abc.Iterable[Global___LinkAnswerRejection] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chat_id", b"chat_id", "rejected", b"rejected", "stored", b"stored"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkAnswerReport: _TypeAlias = LinkAnswerReport  # noqa: Y015
+
+@_typing.final
+class LinkAnswerRejection(_message.Message):
+    """An answer entry that was not stored."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    """The entry's position in the answers list."""
+    number: _builtins.int
+    text: _builtins.str
+    reason: _builtins.str
+    """INVALID_ENTRY, DUPLICATE, MESSAGE_NOT_FOUND, NOT_LINKABLE, PARENT_NOT_FOUND,
+    PARENT_NOT_LINKABLE, PARENT_NOT_EARLIER or PARENT_IN_OTHER_TOPIC.
+    """
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        number: _builtins.int = ...,
+        text: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["msg_id", b"msg_id", "number", b"number", "text", b"text"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "msg_id", b"msg_id", "number", b"number", "reason", b"reason", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_msg_id: _TypeAlias = _typing.Literal["number", "text"]  # noqa: Y015
+    _WhichOneofArgType_msg_id: _TypeAlias = _typing.Literal["msg_id", b"msg_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_msg_id) -> _WhichOneofReturnType_msg_id | None: ...
+
+Global___LinkAnswerRejection: _TypeAlias = LinkAnswerRejection  # noqa: Y015
+
 OMIT_EMPTY_FIELD_NUMBER: _builtins.int
+TAGGED_FIELD_NUMBER: _builtins.int
 omit_empty: _extension_dict._ExtensionFieldDescriptor[_descriptor_pb2.FieldOptions, _builtins.bool]
 """Leave the field out when unset (optional or message), empty (repeated) or the default
 (scalar); without it an unset optional or message field is written as null.
+"""
+tagged: _extension_dict._ExtensionFieldDescriptor[_descriptor_pb2.OneofOptions, _builtins.bool]
+"""Write the oneof tagged: its own name holds the set member's field name, and the member
+message's fields sit beside it in the parent's object (the parent has no field of theirs).
 """
