@@ -40,9 +40,10 @@ RESULTS: dict[str, type[Message]] = {
     "conversations_build": common_pb2.ConversationBuildReport,
     "conversations_links": gateway_pb.ChatLinksResult,
     "link_batch": gateway_pb.LinkBatchResult,
+    "messages_parse": common_pb2.QueryTree,
 }
 # Pinned before their RPCs were typed; read back once they are.
-NOT_TYPED_YET = ("messages_parse",)
+NOT_TYPED_YET: tuple[str, ...] = ()
 MCP_ONLY = ("synced",)
 # A value of the right type for each masked key, to read the pinned copy back with.
 VOLATILE_SAMPLES: dict[str, Any] = {
@@ -213,6 +214,45 @@ def test_a_tagged_oneof_names_its_member_beside_the_members_fields() -> None:
     assert from_json({"action": None}, gateway_pb.LinkBatchResult()).WhichOneof("action") is None
     with pytest.raises(KeyError):
         from_json({"action": "merge"}, gateway_pb.LinkBatchResult())
+
+
+def test_a_query_node_is_flat_with_its_type() -> None:
+    node = common_pb2.QueryNode(span=[0, 4], term=common_pb2.QueryValue(field="text", value="rent"))
+    doc = to_json(node)
+    assert doc == {"type": "term", "field": "text", "value": "rent", "span": [0, 4]}
+    assert list(doc) == ["type", "field", "value", "span"]
+    assert from_json(doc, common_pb2.QueryNode()) == node
+    every = common_pb2.QueryNode(span=[0, 3])
+    every.match_all.SetInParent()
+    assert to_json(every) == {"type": "match_all", "span": [0, 3]}
+    assert from_json(to_json(every), common_pb2.QueryNode()).WhichOneof("type") == "match_all"
+    with pytest.raises(KeyError):
+        from_json({"type": "fuzzy", "span": [0, 1]}, common_pb2.QueryNode())
+
+
+def test_a_query_tree_nests_bool_nodes_and_keeps_open_range_ends_null() -> None:
+    tree = {
+        "version": 1,
+        "language": "lucene-v1",
+        "root": {
+            "type": "bool",
+            "must": [
+                {
+                    "type": "range",
+                    "field": "date",
+                    "lower": "2023-01-01",
+                    "upper": None,
+                    "include_lower": True,
+                    "include_upper": False,
+                    "span": [0, 5],
+                }
+            ],
+            "should": [],
+            "must_not": [{"type": "enum", "field": "has", "value": "file", "span": [6, 9]}],
+            "span": [0, 9],
+        },
+    }
+    assert to_json(from_json(tree, common_pb2.QueryTree())) == tree
 
 
 def test_a_rejected_answer_echoes_an_integer_or_a_string_msg_id() -> None:

@@ -3223,6 +3223,278 @@ class LinkAnswerRejection(_message.Message):
 
 Global___LinkAnswerRejection: _TypeAlias = LinkAnswerRejection  # noqa: Y015
 
+@_typing.final
+class QueryTree(_message.Message):
+    """A parsed or decoded strict query, the versioned tree `chatseek messages parse` prints; its
+    JSON is what SearchMessages takes as tree_json.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    LANGUAGE_FIELD_NUMBER: _builtins.int
+    ROOT_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    """The tree format's version (1)."""
+    language: _builtins.str
+    """The query language, lucene-v1."""
+    @_builtins.property
+    def root(self) -> Global___QueryNode: ...
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        language: _builtins.str = ...,
+        root: Global___QueryNode | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["root", b"root"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["language", b"language", "root", b"root", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryTree: _TypeAlias = QueryTree  # noqa: Y015
+
+@_typing.final
+class QueryNode(_message.Message):
+    """One node: "type" names its kind and the kind's fields sit beside it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BOOL_FIELD_NUMBER: _builtins.int
+    MATCH_ALL_FIELD_NUMBER: _builtins.int
+    TERM_FIELD_NUMBER: _builtins.int
+    PHRASE_FIELD_NUMBER: _builtins.int
+    PREFIX_FIELD_NUMBER: _builtins.int
+    ENUM_FIELD_NUMBER: _builtins.int
+    WILDCARD_FIELD_NUMBER: _builtins.int
+    REGEX_FIELD_NUMBER: _builtins.int
+    COMPARE_FIELD_NUMBER: _builtins.int
+    RANGE_FIELD_NUMBER: _builtins.int
+    SPAN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def bool(self) -> Global___QueryBool: ...
+    @_builtins.property
+    def match_all(self) -> Global___QueryMatchAll: ...
+    @_builtins.property
+    def term(self) -> Global___QueryValue:
+        """A bare term: words for text, a whole value for keyword and name fields."""
+
+    @_builtins.property
+    def phrase(self) -> Global___QueryValue:
+        """A quoted phrase: consecutive words for text, an exact value elsewhere."""
+
+    @_builtins.property
+    def prefix(self) -> Global___QueryValue:
+        """value*: a literal prefix, escapes removed."""
+
+    @_builtins.property
+    def enum(self) -> Global___QueryValue:
+        """One value of an enum field (kind, has, in, preset)."""
+
+    @_builtins.property
+    def wildcard(self) -> Global___QueryPattern:
+        """* any run, ? one character, \\ escapes the next one."""
+
+    @_builtins.property
+    def regex(self) -> Global___QueryPattern:
+        """A Lucene regular expression matched against a whole value."""
+
+    @_builtins.property
+    def compare(self) -> Global___QueryCompare: ...
+    @_builtins.property
+    def range(self) -> Global___QueryRange: ...
+    @_builtins.property
+    def span(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """[start, end) in UTF-16 code units of the query text; [0, 0] for a tree sent as JSON."""
+
+    def __init__(
+        self,
+        *,
+        bool: Global___QueryBool | None = ...,
+        match_all: Global___QueryMatchAll | None = ...,
+        term: Global___QueryValue | None = ...,
+        phrase: Global___QueryValue | None = ...,
+        prefix: Global___QueryValue | None = ...,
+        enum: Global___QueryValue | None = ...,
+        wildcard: Global___QueryPattern | None = ...,
+        regex: Global___QueryPattern | None = ...,
+        compare: Global___QueryCompare | None = ...,
+        range: Global___QueryRange | None = ...,
+        span: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["bool", b"bool", "compare", b"compare", "enum", b"enum", "match_all", b"match_all", "phrase", b"phrase", "prefix", b"prefix", "range", b"range", "regex", b"regex", "term", b"term", "type", b"type", "wildcard", b"wildcard"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bool", b"bool", "compare", b"compare", "enum", b"enum", "match_all", b"match_all", "phrase", b"phrase", "prefix", b"prefix", "range", b"range", "regex", b"regex", "span", b"span", "term", b"term", "type", b"type", "wildcard", b"wildcard"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_type: _TypeAlias = _typing.Literal["bool", "match_all", "term", "phrase", "prefix", "enum", "wildcard", "regex", "compare", "range"]  # noqa: Y015
+    _WhichOneofArgType_type: _TypeAlias = _typing.Literal["type", b"type"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_type) -> _WhichOneofReturnType_type | None: ...
+
+Global___QueryNode: _TypeAlias = QueryNode  # noqa: Y015
+
+@_typing.final
+class QueryBool(_message.Message):
+    """A Boolean group: the intersection of must (or the union of should when must is empty),
+    minus every must_not.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MUST_FIELD_NUMBER: _builtins.int
+    SHOULD_FIELD_NUMBER: _builtins.int
+    MUST_NOT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def must(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueryNode]: ...
+    @_builtins.property
+    def should(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueryNode]: ...
+    @_builtins.property
+    def must_not(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueryNode]: ...
+    def __init__(
+        self,
+        *,
+        must: _abc.Iterable[Global___QueryNode] | None = ...,
+        should: _abc.Iterable[Global___QueryNode] | None = ...,
+        must_not: _abc.Iterable[Global___QueryNode] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["must", b"must", "must_not", b"must_not", "should", b"should"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryBool: _TypeAlias = QueryBool  # noqa: Y015
+
+@_typing.final
+class QueryMatchAll(_message.Message):
+    """*:*, every message in scope."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryMatchAll: _TypeAlias = QueryMatchAll  # noqa: Y015
+
+@_typing.final
+class QueryValue(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    value: _builtins.str
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["field", b"field", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryValue: _TypeAlias = QueryValue  # noqa: Y015
+
+@_typing.final
+class QueryPattern(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    PATTERN_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    pattern: _builtins.str
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        pattern: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["field", b"field", "pattern", b"pattern"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryPattern: _TypeAlias = QueryPattern  # noqa: Y015
+
+@_typing.final
+class QueryCompare(_message.Message):
+    """field>value and friends."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    OP_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    op: _builtins.str
+    """One of > >= < <=."""
+    value: _builtins.str
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        op: _builtins.str = ...,
+        value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["field", b"field", "op", b"op", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryCompare: _TypeAlias = QueryCompare  # noqa: Y015
+
+@_typing.final
+class QueryRange(_message.Message):
+    """[lower TO upper], {lower TO upper} or mixed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    LOWER_FIELD_NUMBER: _builtins.int
+    UPPER_FIELD_NUMBER: _builtins.int
+    INCLUDE_LOWER_FIELD_NUMBER: _builtins.int
+    INCLUDE_UPPER_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    lower: _builtins.str
+    """Null: open (*)."""
+    upper: _builtins.str
+    include_lower: _builtins.bool
+    include_upper: _builtins.bool
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        lower: _builtins.str | None = ...,
+        upper: _builtins.str | None = ...,
+        include_lower: _builtins.bool = ...,
+        include_upper: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_lower", b"_lower", "_upper", b"_upper", "lower", b"lower", "upper", b"upper"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_lower", b"_lower", "_upper", b"_upper", "field", b"field", "include_lower", b"include_lower", "include_upper", b"include_upper", "lower", b"lower", "upper", b"upper"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__lower: _TypeAlias = _typing.Literal["lower"]  # noqa: Y015
+    _WhichOneofArgType__lower: _TypeAlias = _typing.Literal["_lower", b"_lower"]  # noqa: Y015
+    _WhichOneofReturnType__upper: _TypeAlias = _typing.Literal["upper"]  # noqa: Y015
+    _WhichOneofArgType__upper: _TypeAlias = _typing.Literal["_upper", b"_upper"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__lower) -> _WhichOneofReturnType__lower | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__upper) -> _WhichOneofReturnType__upper | None: ...
+
+Global___QueryRange: _TypeAlias = QueryRange  # noqa: Y015
+
 OMIT_EMPTY_FIELD_NUMBER: _builtins.int
 TAGGED_FIELD_NUMBER: _builtins.int
 omit_empty: _extension_dict._ExtensionFieldDescriptor[_descriptor_pb2.FieldOptions, _builtins.bool]
