@@ -7,7 +7,8 @@ copy captured on main before fusion and the gateway answered in typed messages
 warnings, conversation search and its readers, strict message search, thread, context and
 evidence; the ops reports (status, embed status, verify, backup, models) and the reports of
 embed and reindex; message stats; ingest's answers (the import and extract reports, sources,
-tags; ``tests/test_accounts_stack.py`` pins those that need Telegram).
+tags; ``tests/test_accounts_stack.py`` pins those that need Telegram); the conversation build
+report, a chat's links, the agent link batches (status, get, answer) and a parsed query tree.
 """
 
 from __future__ import annotations
@@ -37,11 +38,17 @@ SIM = "SIM card in the mountains"
 EXPAT_GROUP = "-1001864203571"
 # The import report the fixture's import printed.
 IMPORTED: dict[str, Any] = {}
+# Every node kind of the strict language: bool (must, should, must_not), term, phrase, prefix,
+# wildcard, regex, enum, compare, range and match-all.
+EVERY_NODE = (
+    '(bank* OR "security deposit") AND NOT from:bot AND has:file AND date>=2024-01-01'
+    " AND date:[2023-01-01 TO *] AND body:/dep.sit/ AND filename:inv?ice* AND *:* AND rent"
+)
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """A private stack with the sample export imported, indexed, embedded and built."""
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A private stack with the sample export imported, indexed and embedded."""
     home = tmp_path_factory.mktemp("wire") / "home"
     env = stack_env(home)
     export = tmp_path_factory.mktemp("export") / "export"
@@ -49,10 +56,22 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     try:
         IMPORTED.update(cli_json(env, "import", str(export), "--json"))
         settle(env)
-        cli(env, "conversations", "build", "--all")
         yield env
     finally:
         cli(env, "stack", "down", check=False)
+
+
+@pytest.fixture(scope="module")
+def build_report(imported: dict[str, str]) -> dict[str, Any]:
+    """The report of the one conversation build of every chat."""
+    report: dict[str, Any] = cli_json(imported, "conversations", "build", "--all", "--json")
+    return report
+
+
+@pytest.fixture(scope="module")
+def env(imported: dict[str, str], build_report: dict[str, Any]) -> dict[str, str]:
+    """The stack with its conversations built."""
+    return imported
 
 
 @contextlib.asynccontextmanager
@@ -204,3 +223,51 @@ def test_the_tags_json_is_unchanged(env: dict[str, str]) -> None:
     removed = cli_json(env, "tags", "rm", "visa", "--chat", EXPAT_GROUP, "--json")
     assert_pinned("cli_tags_rm", removed)
     cli_json(env, "tags", "rm", "lena", "--sender", "5237714402", "--json")
+
+
+def test_the_conversation_build_report_is_unchanged(build_report: dict[str, Any]) -> None:
+    assert_pinned("cli_conversations_build", build_report)
+
+
+def test_the_chat_links_json_is_unchanged(env: dict[str, str]) -> None:
+    chat = str(_anchor(env)["chat"]["id"])
+    raw = cli(env, "conversations", "links", "--chat", chat, "--json").stdout
+    assert raw.count("\n") == 1
+    assert_pinned("cli_conversations_links", json.loads(raw))
+
+
+def test_the_parsed_query_tree_is_unchanged(env: dict[str, str]) -> None:
+    assert_pinned(
+        "cli_messages_parse", cli_json(env, "messages", "parse", "--json", "--", EVERY_NODE)
+    )
+
+
+def test_the_link_batch_json_is_unchanged(env: dict[str, str], tmp_path: Path) -> None:
+    chat = str(_anchor(env)["chat"]["id"])
+    batches = ("conversations", "batches")
+    status = cli_json(env, *batches, "status", "--chat", chat, "--json")
+    assert_pinned("cli_link_batches_status", status)
+    batch = cli_json(env, *batches, "get", "--chat", chat, "--size", "3", "--json")
+    assert_pinned("cli_link_batch_get", batch)
+    assert_pinned("mcp_link_batches_status", _tool(env, "link_batches_status", chat=int(chat)))
+    assert_pinned("mcp_link_batch_get", _tool(env, "link_batch_get", chat=int(chat), size=2))
+    first = batch["messages"][0]
+    # One answer stored (the current parent again, so later builds link as before), the rest
+    # rejected for each reason a well-formed entry can have.
+    parent = first["current"]["parent_id"]
+    answers = [
+        {"msg_id": first["msg_id"], "parent": "new" if parent is None else parent},
+        {"msg_id": first["msg_id"], "parent": "new"},
+        {"msg_id": 987654321, "parent": "new"},
+        {"msg_id": first["msg_id"] + 1, "parent": 987654321},
+        {"msg_id": 1, "parent": "maybe"},
+    ]
+    answer = tmp_path / "answer.json"
+    answer.write_text(json.dumps({"answers": answers}), encoding="utf-8")
+    stored = cli_json(env, *batches, "answer", "--chat", chat, "--file", str(answer), "--json")
+    assert_pinned("cli_link_batch_answer", stored)
+    mcp_answers = [{"msg_id": 987654321, "parent": "new"}]
+    assert_pinned(
+        "mcp_link_batch_answer",
+        _tool(env, "link_batch_answer", chat=int(chat), answers=mcp_answers),
+    )

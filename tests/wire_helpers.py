@@ -25,11 +25,13 @@ CAPTURE_ENV = "CHATSEEK_WIRE_CAPTURE"
 # numbering follows how the import's batches were cut), and in the ops reports: ports, clocks,
 # rates, counts since the embed worker started, the backup's directory and its file sizes
 # (they follow when SQLite checkpointed), whether a hub model is in this machine's cache, and
-# when a listed source's chat was last synced (or imported).
+# when a listed source's chat was last synced (or imported), and a conversation build's
+# milliseconds.
 VOLATILE = frozenset(
     {
         *("took_ms", "index_age_min", "last_fetched_at", "next_page_token", "unit_id", "unit_ids"),
         "last_sync_at",
+        "ms",
         *("address", "checked_at", "last_write_s_ago", "units_per_s", "eta_s", "since_start"),
         *("directory", "bytes", "cached"),
     }

@@ -50,6 +50,10 @@ RESULTS: dict[str, type[Message]] = {
     "tags_ls": common_pb2.ListTagsResult,
     "tags_add": common_pb2.TagAdded,
     "tags_rm": common_pb2.TagRemoved,
+    "conversations_build": common_pb2.ConversationBuildReport,
+    "conversations_links": gateway_pb.ChatLinksResult,
+    "link_batch": gateway_pb.LinkBatchResult,
+    "messages_parse": common_pb2.QueryTree,
 }
 # Pinned before their RPCs were typed; read back once they are.
 NOT_TYPED_YET: tuple[str, ...] = ()
@@ -67,7 +71,18 @@ VOLATILE_SAMPLES: dict[str, Any] = {
     "directory": "/backup",
     "bytes": 4096,
     "cached": True,
+    "ms": 12,
 }
+
+
+def _links_as_typed(links: dict[str, Any]) -> dict[str, Any]:
+    """``conversations links`` prints an object the CLI builds from the typed list, by id."""
+    ordered = sorted(links.items(), key=lambda item: int(item[0]))
+    return {"links": [{"msg_id": int(m), "parent_id": p} for m, p in ordered]}
+
+
+# Documents the edge builds from a typed result, as that result's JSON.
+EDGE_BUILT = {"conversations_links": _links_as_typed}
 
 
 def _unmask(value: Any) -> Any:
@@ -97,6 +112,8 @@ def _pinned(path: Path) -> tuple[dict[str, Any], type[Message]]:
     if name.startswith(NOT_TYPED_YET):
         pytest.skip(f"{name} is not typed yet")
     kind = next(k for k in RESULTS if name.startswith(k))
+    if kind in EDGE_BUILT:
+        doc = EDGE_BUILT[kind](doc)
     return doc, RESULTS[kind]
 
 
@@ -198,3 +215,61 @@ def test_a_stats_bucket_key_is_text_a_sender_id_or_null() -> None:
     for key in ("tg:default/-1001", 5237714402, None):
         doc = {"key": key, "label": "x", "count": 1}
         assert to_json(from_json(doc, common_pb2.StatsBucket())) == doc
+
+
+def test_a_tagged_oneof_names_its_member_beside_the_members_fields() -> None:
+    answer = common_pb2.LinkAnswerReport(chat_id=-1001, stored=1)
+    result = gateway_pb.LinkBatchResult(answer=answer)
+    doc = to_json(result)
+    assert doc == {"action": "answer", "chat_id": -1001, "stored": 1, "rejected": []}
+    assert list(doc) == ["action", "chat_id", "stored", "rejected"]
+    assert from_json(doc, gateway_pb.LinkBatchResult()) == result
+    assert to_json(gateway_pb.LinkBatchResult()) == {"action": None}
+    assert from_json({"action": None}, gateway_pb.LinkBatchResult()).WhichOneof("action") is None
+    with pytest.raises(KeyError):
+        from_json({"action": "merge"}, gateway_pb.LinkBatchResult())
+
+
+def test_a_query_node_is_flat_with_its_type() -> None:
+    node = common_pb2.QueryNode(span=[0, 4], term=common_pb2.QueryValue(field="text", value="rent"))
+    doc = to_json(node)
+    assert doc == {"type": "term", "field": "text", "value": "rent", "span": [0, 4]}
+    assert list(doc) == ["type", "field", "value", "span"]
+    assert from_json(doc, common_pb2.QueryNode()) == node
+    every = common_pb2.QueryNode(span=[0, 3])
+    every.match_all.SetInParent()
+    assert to_json(every) == {"type": "match_all", "span": [0, 3]}
+    assert from_json(to_json(every), common_pb2.QueryNode()).WhichOneof("type") == "match_all"
+    with pytest.raises(KeyError):
+        from_json({"type": "fuzzy", "span": [0, 1]}, common_pb2.QueryNode())
+
+
+def test_a_query_tree_nests_bool_nodes_and_keeps_open_range_ends_null() -> None:
+    tree = {
+        "version": 1,
+        "language": "lucene-v1",
+        "root": {
+            "type": "bool",
+            "must": [
+                {
+                    "type": "range",
+                    "field": "date",
+                    "lower": "2023-01-01",
+                    "upper": None,
+                    "include_lower": True,
+                    "include_upper": False,
+                    "span": [0, 5],
+                }
+            ],
+            "should": [],
+            "must_not": [{"type": "enum", "field": "has", "value": "file", "span": [6, 9]}],
+            "span": [0, 9],
+        },
+    }
+    assert to_json(from_json(tree, common_pb2.QueryTree())) == tree
+
+
+def test_a_rejected_answer_echoes_an_integer_or_a_string_msg_id() -> None:
+    for msg_id in (7, "7", None):
+        doc = {"index": 0, "msg_id": msg_id, "reason": "INVALID_ENTRY"}
+        assert to_json(from_json(doc, common_pb2.LinkAnswerRejection())) == doc

@@ -16,8 +16,7 @@ from chatseek.unitize.v1 import unitize_service_pb2 as pb
 from chatseek.unitize.v1 import unitize_service_pb2_grpc
 from chatseek_core.client import call, decode_error
 from chatseek_core.errors import ChatseekError
-from chatseek_core.proto_json import from_document
-from chatseek_core.wire_json import to_json
+from chatseek_core.wire_json import event_report, to_json
 from chatseek_testing.services import serving, temp_settings
 from chatseek_unitize.server import create_server, open_deps
 
@@ -78,7 +77,7 @@ async def _operation(stream: Any) -> tuple[list[Any], dict[str, Any]]:
             if event.WhichOneof("event") == "progress":
                 progress.append(event.progress)
             else:
-                result = from_document(event.result)
+                result = event_report(event) or {}
     except grpc.aio.AioRpcError as err:
         raise decode_error(err, "unitize") from None
     return progress, result
@@ -170,14 +169,14 @@ async def test_build_list_show_and_links_work_over_grpc(unitize: tuple[Any, Stor
 async def test_link_batches_work_over_grpc(unitize: tuple[Any, Stores]) -> None:
     stub, _ = unitize
     await _operation(stub.BuildConversations(pb.BuildConversationsRequest(all=True), timeout=60))
-    status = from_document(
+    status = to_json(
         (
             await call(stub.LinkBatchStatus, pb.LinkBatchStatusRequest(chat_id=GROUP), timeout=5)
         ).result
     )
     assert status["messages"] == 4 and status["stale_answers"] == 0
 
-    batch = from_document(
+    batch = to_json(
         (
             await call(stub.GetLinkBatch, pb.GetLinkBatchRequest(chat_id=GROUP, size=2), timeout=5)
         ).result
@@ -185,7 +184,7 @@ async def test_link_batches_work_over_grpc(unitize: tuple[Any, Stores]) -> None:
     assert len(batch["messages"]) == 2
 
     answer = json.dumps({"answers": [{"msg_id": 4, "parent": 3}, {"msg_id": 3, "parent": 4}]})
-    stored = from_document(
+    stored = to_json(
         (
             await call(
                 stub.AnswerLinkBatch,

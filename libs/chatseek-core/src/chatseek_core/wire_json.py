@@ -12,7 +12,10 @@ is shorter and says the rules in one place:
   ``[(chatseek.common.v1.omit_empty) = true]`` is left out when unset, empty or the default;
 * a ``oneof`` is one key, its own name, at its first member's place: the set member's value,
   null when none is set (read back through the first member whose type takes the value: an
-  object, the first message with a field for each of its keys).
+  object, the first message with a field for each of its keys);
+* a ``oneof`` marked ``option (chatseek.common.v1.tagged) = true`` is flat: its key holds the
+  set member's field name, and that member message's fields follow in the parent's own object
+  (``{"action": "answer", "chat_id": 1, "stored": 1, "rejected": []}``).
 """
 
 from __future__ import annotations
@@ -160,6 +163,10 @@ def _oneof(field: _Field) -> Any:
     return oneof
 
 
+def _tagged(oneof: Any) -> bool:
+    return bool(oneof.GetOptions().Extensions[common_pb2.tagged])
+
+
 def _takes(field: _Field, value: Any) -> bool:
     """Whether a oneof member of ``field``'s type can hold the JSON ``value``."""
     cpp = field.cpp_type
@@ -184,6 +191,11 @@ def to_json(message: Message) -> dict[str, Any]:
         if oneof is not None:
             if oneof.name not in out:
                 which = message.WhichOneof(oneof.name)
+                if _tagged(oneof):
+                    out[oneof.name] = which
+                    if which is not None:
+                        out.update(to_json(getattr(message, which)))
+                    continue
                 out[oneof.name] = (
                     None
                     if which is None
@@ -242,6 +254,22 @@ def event_report(event: common_pb2.OperationEvent) -> dict[str, Any] | None:
     return result_json(report)
 
 
+def _untag(doc: Mapping[str, Any], message: Message, oneof: Any) -> dict[str, Any]:
+    """Fill the member of the tagged ``oneof`` that ``doc`` names; the keys left for the parent.
+
+    Raises:
+        KeyError: a name that is no member of the oneof.
+    """
+    fields = message.DESCRIPTOR.fields_by_name
+    name = doc[oneof.name]
+    if not isinstance(name, str) or name not in {f.name for f in oneof.fields}:
+        raise KeyError(f"{message.DESCRIPTOR.name}.{oneof.name} has no member {name!r}")
+    member = getattr(message, name)
+    member.SetInParent()
+    from_json({k: v for k, v in doc.items() if k not in fields and k != oneof.name}, member)
+    return {k: v for k, v in doc.items() if k in fields}
+
+
 def from_json(doc: Mapping[str, Any], message: M) -> M:
     """Fill ``message`` from a JSON-shaped mapping by the same rules, and return it.
 
@@ -252,6 +280,9 @@ def from_json(doc: Mapping[str, Any], message: M) -> M:
         KeyError: a key the message has no field for (a result shape drifting from its proto).
     """
     descriptor = message.DESCRIPTOR
+    for oneof in descriptor.oneofs:
+        if _tagged(oneof) and doc.get(oneof.name) is not None:
+            doc = _untag(doc, message, oneof)
     for key, value in doc.items():
         if value is None:
             continue

@@ -16,7 +16,7 @@ from chatseek.lexical.v1 import lexical_service_pb2_grpc
 from chatseek_core import db, deadline
 from chatseek_core.aio import stream_progress, to_thread
 from chatseek_core.errors import IndexBehind, IndexNotReady, InvalidArgument
-from chatseek_core.proto_json import document, operation_progress
+from chatseek_core.proto_json import operation_progress
 from chatseek_core.status import service_status
 from chatseek_core.wire_json import from_json
 from chatseek_lexical import indexer, ranked, readiness
@@ -268,7 +268,7 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
                     f"the query tree is not JSON: {exc}", metadata={"field": "tree_json"}
                 ) from None
             tree = tree_from_json(obj)
-        return pb.ParseQueryResponse(tree=document(tree_to_json(tree)))
+        return pb.ParseQueryResponse(tree=from_json(tree_to_json(tree), common_pb2.QueryTree()))
 
     async def MessageStats(
         self,

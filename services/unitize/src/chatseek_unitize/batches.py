@@ -282,7 +282,9 @@ def _is_int(value: object) -> bool:
 
 
 def answer_batch(conn: Connection, account: str, chat_id: int, answer_json: str) -> dict[str, Any]:
-    """Validate and store answers; returns ``{stored, rejected: [{msg_id, reason}]}``.
+    """Validate and store answers; returns ``{chat_id, stored, rejected: [{index, msg_id,
+    reason}]}``; a rejected entry's ``msg_id`` is the one sent when it is an integer or a
+    string, else null.
 
     Each entry is ``{"msg_id": int, "parent": int | "new"}``. An entry is rejected (and the
     others still stored) when it is malformed (``INVALID_ENTRY``), repeats a message
@@ -312,7 +314,8 @@ def answer_batch(conn: Connection, account: str, chat_id: int, answer_json: str)
             verdict = _check(entry, msgs, seen)
             msg_id = entry.get("msg_id") if isinstance(entry, dict) else None
             if verdict is not None:
-                rejected.append({"index": index, "msg_id": msg_id, "reason": verdict})
+                echoed = msg_id if _is_int(msg_id) or isinstance(msg_id, str) else None
+                rejected.append({"index": index, "msg_id": echoed, "reason": verdict})
                 continue
             parent = entry["parent"]
             parent_id = None if parent == NEW_CONVERSATION else int(parent)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import grpc
 
@@ -13,7 +12,7 @@ from chatseek.unitize.v1 import unitize_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.aio import stream_progress, to_thread
 from chatseek_core.errors import InvalidArgument
-from chatseek_core.proto_json import document, operation_progress, operation_result
+from chatseek_core.proto_json import operation_progress
 from chatseek_core.status import service_status
 from chatseek_core.wire_json import from_json
 from chatseek_unitize import batches, builds, readers, units
@@ -28,10 +27,12 @@ PENDING_LISTED = 20
 
 
 def _operation_event(kind: str, value: object, stage: str) -> common_pb2.OperationEvent:
-    """An ``OperationEvent`` for one item of ``stream_progress``."""
+    """An ``OperationEvent`` for one item of ``stream_progress`` (a result is a typed report)."""
     if kind == "result":
-        assert isinstance(value, dict)
-        return operation_result(value)
+        if isinstance(value, common_pb2.RecutReport):
+            return common_pb2.OperationEvent(recut=value)
+        assert isinstance(value, common_pb2.ConversationBuildReport)
+        return common_pb2.OperationEvent(conversations_build=value)
     if isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], str):
         name, done, total = value
         return operation_progress(name, int(done), int(total))
@@ -64,16 +65,16 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
         account = request.account or (self._deps.settings.account if request.chat_ids else "")
         chat_ids = list(request.chat_ids)
 
-        def run(on_progress: units.Progress) -> dict[str, Any]:
+        def run(on_progress: units.Progress) -> common_pb2.RecutReport:
             report = units.recut_chats(
                 self._conn(), account=account, chat_ids=chat_ids, on_progress=on_progress
             )
-            return {
-                "chats": report.chats,
-                "upserted": report.upserted,
-                "deleted": report.deleted,
-                "pending_left": report.pending_left,
-            }
+            return common_pb2.RecutReport(
+                chats=report.chats,
+                upserted=report.upserted,
+                deleted=report.deleted,
+                pending_left=report.pending_left,
+            )
 
         async for kind, value in stream_progress(run):
             if kind == "result":
@@ -94,15 +95,13 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
         account = self._account(request.account)
         chat_ids = list(request.chat_ids)
 
-        def run(on_progress: builds.Progress) -> dict[str, Any]:
+        def run(on_progress: builds.Progress) -> common_pb2.ConversationBuildReport:
             reports = builds.build_chats(
                 self._conn(), account, chat_ids, all_chats=request.all, on_progress=on_progress
             )
-            return {
-                "account": account,
-                "chats": [r.to_dict() for r in reports],
-                "note": readers.IDS_NOTE,
-            }
+            doc = {"account": account, "chats": [r.to_dict() for r in reports]}
+            doc["note"] = readers.IDS_NOTE
+            return from_json(doc, common_pb2.ConversationBuildReport())
 
         async for kind, value in stream_progress(run):
             if kind == "result":
@@ -165,7 +164,7 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
     ) -> pb.LinkBatchStatusResponse:
         account = self._account(request.account)
         doc = await to_thread(lambda: batches.batch_status(self._conn(), account, request.chat_id))
-        return pb.LinkBatchStatusResponse(result=document(doc))
+        return pb.LinkBatchStatusResponse(result=from_json(doc, common_pb2.LinkBatchStatus()))
 
     async def GetLinkBatch(
         self,
@@ -177,7 +176,7 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
         doc = await to_thread(
             lambda: batches.get_batch(self._conn(), account, request.chat_id, size)
         )
-        return pb.GetLinkBatchResponse(result=document(doc))
+        return pb.GetLinkBatchResponse(result=from_json(doc, common_pb2.LinkBatch()))
 
     async def AnswerLinkBatch(
         self,
@@ -190,7 +189,7 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
                 self._conn(), account, request.chat_id, request.answer_json
             )
         )
-        return pb.AnswerLinkBatchResponse(result=document(doc))
+        return pb.AnswerLinkBatchResponse(result=from_json(doc, common_pb2.LinkAnswerReport()))
 
     async def GetStatus(
         self, request: pb.GetStatusRequest, context: Ctx[pb.GetStatusRequest, pb.GetStatusResponse]

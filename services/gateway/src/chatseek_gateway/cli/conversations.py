@@ -239,9 +239,10 @@ def _show(args: argparse.Namespace) -> int:
 def _links(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
-    doc = _doc(
+    result = _doc(
         gateway().conversations.ChatLinks, pb.ChatLinksRequest(account=args.account, chat=args.chat)
     )
+    doc = {str(link["msg_id"]): link["parent_id"] for link in result["links"]}
     if args.json:
         print(json.dumps(doc, ensure_ascii=False))
         return 0

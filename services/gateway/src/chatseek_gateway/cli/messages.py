@@ -131,13 +131,11 @@ def _search(args: argparse.Namespace) -> int:
 def _parse(args: argparse.Namespace) -> int:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek_core.errors import ChatseekError
-    from chatseek_core.proto_json import from_document
+    from chatseek_core.wire_json import to_json
 
     query = " ".join(args.query)
     try:
-        tree = from_document(
-            call(gateway().search.ParseQuery, pb.ParseQueryRequest(query=query)).tree
-        )
+        tree = to_json(call(gateway().search.ParseQuery, pb.ParseQueryRequest(query=query)).tree)
     except ChatseekError as exc:
         raise _with_query(exc, query) from None
     print(json.dumps(tree, ensure_ascii=False, indent=None if args.json else 2))

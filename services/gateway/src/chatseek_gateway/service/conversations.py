@@ -1,7 +1,7 @@
 """The gateway's ``ConversationsService``: build, list, show, links and agent link batches.
 
 Each one resolves its ``chat`` spec through ingest ``ListChats`` (exactly one chat) and forwards
-to unitize; documents come back as unitize wrote them. ``since`` takes the forms every gateway
+to unitize; results come back typed as unitize wrote them. ``since`` takes the forms every gateway
 date takes (``dates.parse_bound``: ISO day or instant, month, age such as ``7d``).
 """
 
@@ -15,7 +15,6 @@ from chatseek.ingest.v1 import ingest_service_pb2 as ingest_pb
 from chatseek.unitize.v1 import unitize_service_pb2 as unitize_pb
 from chatseek_core.client import call
 from chatseek_core.errors import InvalidArgument
-from chatseek_core.proto_json import document, from_document
 from chatseek_gateway.dates import parse_bound
 from chatseek_gateway.deps import Deps
 from chatseek_gateway.service.common import RESOLVE_TIMEOUT_S, Ctx, account_of, forward_events
@@ -149,7 +148,8 @@ class ConversationsServicer(conversations_service_pb2_grpc.ConversationsServiceS
         )
         parents: dict[int, int | None] = {int(m): None for m in reply.roots}
         parents.update({int(m): int(p) for m, p in reply.parents.items()})
-        return pb.ChatLinksResponse(result=document({str(m): parents[m] for m in sorted(parents)}))
+        links = [pb.ChatLink(msg_id=m, parent_id=parents[m]) for m in sorted(parents)]
+        return pb.ChatLinksResponse(result=pb.ChatLinksResult(links=links))
 
     async def LinkBatch(
         self, request: pb.LinkBatchRequest, context: Ctx[pb.LinkBatchRequest, pb.LinkBatchResponse]
@@ -163,6 +163,7 @@ class ConversationsServicer(conversations_service_pb2_grpc.ConversationsServiceS
             account_of(self._deps, request.account), request.chat
         )
         unitize = self._deps.peers.unitize
+        result = pb.LinkBatchResult()
         if request.action == "status":
             status = await call(
                 unitize.LinkBatchStatus,
@@ -171,7 +172,7 @@ class ConversationsServicer(conversations_service_pb2_grpc.ConversationsServiceS
                 idempotent=True,
                 peer="unitize",
             )
-            result = status.result
+            result.status.CopyFrom(status.result)
         elif request.action == "get":
             batch = await call(
                 unitize.GetLinkBatch,
@@ -180,7 +181,7 @@ class ConversationsServicer(conversations_service_pb2_grpc.ConversationsServiceS
                 idempotent=True,
                 peer="unitize",
             )
-            result = batch.result
+            result.get.CopyFrom(batch.result)
         else:
             answered = await call(
                 unitize.AnswerLinkBatch,
@@ -190,7 +191,5 @@ class ConversationsServicer(conversations_service_pb2_grpc.ConversationsServiceS
                 timeout=READ_TIMEOUT_S,
                 peer="unitize",
             )
-            result = answered.result
-        doc = from_document(result)
-        doc["action"] = request.action
-        return pb.LinkBatchResponse(result=document(doc))
+            result.answer.CopyFrom(answered.result)
+        return pb.LinkBatchResponse(result=result)

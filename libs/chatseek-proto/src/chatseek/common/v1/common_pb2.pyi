@@ -569,6 +569,8 @@ class OperationEvent(_message.Message):
     SYNC_FIELD_NUMBER: _builtins.int
     EXTRACT_FIELD_NUMBER: _builtins.int
     PRUNE_DELETED_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_BUILD_FIELD_NUMBER: _builtins.int
+    RECUT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def progress(self) -> Global___Progress: ...
     @_builtins.property
@@ -581,7 +583,7 @@ class OperationEvent(_message.Message):
     def word_index(self) -> Global___WordIndexReport: ...
     @_builtins.property
     def import_report(self) -> Global___ImportReport:
-        """Ingest's reports, numbered from 20 to leave 6-19 to the other services' reports."""
+        """Ingest's reports (20-23), then unitize's (24, 25); 6-19 are free."""
 
     @_builtins.property
     def sync(self) -> Global___SyncReport: ...
@@ -589,6 +591,10 @@ class OperationEvent(_message.Message):
     def extract(self) -> Global___ExtractReport: ...
     @_builtins.property
     def prune_deleted(self) -> Global___PruneDeletedReport: ...
+    @_builtins.property
+    def conversations_build(self) -> Global___ConversationBuildReport: ...
+    @_builtins.property
+    def recut(self) -> Global___RecutReport: ...
     def __init__(
         self,
         *,
@@ -601,12 +607,14 @@ class OperationEvent(_message.Message):
         sync: Global___SyncReport | None = ...,
         extract: Global___ExtractReport | None = ...,
         prune_deleted: Global___PruneDeletedReport | None = ...,
+        conversations_build: Global___ConversationBuildReport | None = ...,
+        recut: Global___RecutReport | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["embed", b"embed", "event", b"event", "extract", b"extract", "import_report", b"import_report", "progress", b"progress", "prune_deleted", b"prune_deleted", "result", b"result", "sync", b"sync", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversations_build", b"conversations_build", "embed", b"embed", "event", b"event", "extract", b"extract", "import_report", b"import_report", "progress", b"progress", "prune_deleted", b"prune_deleted", "recut", b"recut", "result", b"result", "sync", b"sync", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["embed", b"embed", "event", b"event", "extract", b"extract", "import_report", b"import_report", "progress", b"progress", "prune_deleted", b"prune_deleted", "result", b"result", "sync", b"sync", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations_build", b"conversations_build", "embed", b"embed", "event", b"event", "extract", b"extract", "import_report", b"import_report", "progress", b"progress", "prune_deleted", b"prune_deleted", "recut", b"recut", "result", b"result", "sync", b"sync", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "result", "verify", "embed", "word_index", "import_report", "sync", "extract", "prune_deleted"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "result", "verify", "embed", "word_index", "import_report", "sync", "extract", "prune_deleted", "conversations_build", "recut"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
@@ -3864,8 +3872,742 @@ class TagRemoved(_message.Message):
 
 Global___TagRemoved: _TypeAlias = TagRemoved  # noqa: Y015
 
+@_typing.final
+class ConversationBuildReport(_message.Message):
+    """The report of `chatseek conversations build`: one entry per chat built."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    CHATS_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    note: _builtins.str
+    """Conversation ids belong to the build: re-list conversations after a build."""
+    @_builtins.property
+    def chats(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChatBuildReport]: ...
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        chats: _abc.Iterable[Global___ChatBuildReport] | None = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "chats", b"chats", "note", b"note"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationBuildReport: _TypeAlias = ConversationBuildReport  # noqa: Y015
+
+@_typing.final
+class ChatBuildReport(_message.Message):
+    """What one chat's conversation build did."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ReasonsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    BUILD_ID_FIELD_NUMBER: _builtins.int
+    PREVIOUS_BUILD_ID_FIELD_NUMBER: _builtins.int
+    SCORER_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    REASONS_FIELD_NUMBER: _builtins.int
+    ANSWERS_APPLIED_FIELD_NUMBER: _builtins.int
+    STALE_ANSWERS_FIELD_NUMBER: _builtins.int
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    CHUNKS_REUSED_FIELD_NUMBER: _builtins.int
+    CHUNKS_NEW_FIELD_NUMBER: _builtins.int
+    CHUNKS_DROPPED_FIELD_NUMBER: _builtins.int
+    MS_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    chat_id: _builtins.int
+    build_id: _builtins.int
+    previous_build_id: _builtins.int
+    """The build this one replaced; null for the chat's first build."""
+    scorer: _builtins.str
+    """The link scorer: learned or rules (a test's own scorer: its class name)."""
+    messages: _builtins.int
+    conversations: _builtins.int
+    answers_applied: _builtins.int
+    """Stored agent answers the build applied, and those it ignored as stale."""
+    stale_answers: _builtins.int
+    chunks: _builtins.int
+    """Conversation chunks written, reused from the previous build, new, and dropped."""
+    chunks_reused: _builtins.int
+    chunks_new: _builtins.int
+    chunks_dropped: _builtins.int
+    ms: _builtins.int
+    """Milliseconds the build took."""
+    @_builtins.property
+    def reasons(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Links per reason (reply, scored, new, agent, ...)."""
+
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        chat_id: _builtins.int = ...,
+        build_id: _builtins.int = ...,
+        previous_build_id: _builtins.int | None = ...,
+        scorer: _builtins.str = ...,
+        messages: _builtins.int = ...,
+        conversations: _builtins.int = ...,
+        reasons: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        answers_applied: _builtins.int = ...,
+        stale_answers: _builtins.int = ...,
+        chunks: _builtins.int = ...,
+        chunks_reused: _builtins.int = ...,
+        chunks_new: _builtins.int = ...,
+        chunks_dropped: _builtins.int = ...,
+        ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_previous_build_id", b"_previous_build_id", "previous_build_id", b"previous_build_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_previous_build_id", b"_previous_build_id", "account", b"account", "answers_applied", b"answers_applied", "build_id", b"build_id", "chat_id", b"chat_id", "chunks", b"chunks", "chunks_dropped", b"chunks_dropped", "chunks_new", b"chunks_new", "chunks_reused", b"chunks_reused", "conversations", b"conversations", "messages", b"messages", "ms", b"ms", "previous_build_id", b"previous_build_id", "reasons", b"reasons", "scorer", b"scorer", "stale_answers", b"stale_answers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__previous_build_id: _TypeAlias = _typing.Literal["previous_build_id"]  # noqa: Y015
+    _WhichOneofArgType__previous_build_id: _TypeAlias = _typing.Literal["_previous_build_id", b"_previous_build_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__previous_build_id) -> _WhichOneofReturnType__previous_build_id | None: ...
+
+Global___ChatBuildReport: _TypeAlias = ChatBuildReport  # noqa: Y015
+
+@_typing.final
+class RecutReport(_message.Message):
+    """The report of a re-cut of chats whose units an older recipe made (unitize Recut)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHATS_FIELD_NUMBER: _builtins.int
+    UPSERTED_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    PENDING_LEFT_FIELD_NUMBER: _builtins.int
+    chats: _builtins.int
+    upserted: _builtins.int
+    """Units written and units removed."""
+    deleted: _builtins.int
+    pending_left: _builtins.int
+    """Chats still waiting for a re-cut."""
+    def __init__(
+        self,
+        *,
+        chats: _builtins.int = ...,
+        upserted: _builtins.int = ...,
+        deleted: _builtins.int = ...,
+        pending_left: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chats", b"chats", "deleted", b"deleted", "pending_left", b"pending_left", "upserted", b"upserted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecutReport: _TypeAlias = RecutReport  # noqa: Y015
+
+@_typing.final
+class LinkBatchStatus(_message.Message):
+    """Agent-assisted linking in one chat, for its current build (`conversations batches status`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    BUILD_ID_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    ANSWERED_FIELD_NUMBER: _builtins.int
+    STALE_ANSWERS_FIELD_NUMBER: _builtins.int
+    UNANSWERED_UNCERTAIN_FIELD_NUMBER: _builtins.int
+    BATCH_SIZE_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    build_id: _builtins.int
+    """The build the counts describe."""
+    messages: _builtins.int
+    """Messages the build linked."""
+    answered: _builtins.int
+    """Stored answers still current."""
+    stale_answers: _builtins.int
+    """Stored answers whose message or parent changed or is gone; builds ignore them."""
+    unanswered_uncertain: _builtins.int
+    """Decisions below the confidence threshold that no reply fixed and no answer covers."""
+    batch_size: _builtins.int
+    """The size of a batch when none is asked for."""
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        build_id: _builtins.int = ...,
+        messages: _builtins.int = ...,
+        answered: _builtins.int = ...,
+        stale_answers: _builtins.int = ...,
+        unanswered_uncertain: _builtins.int = ...,
+        batch_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answered", b"answered", "batch_size", b"batch_size", "build_id", b"build_id", "chat_id", b"chat_id", "messages", b"messages", "stale_answers", b"stale_answers", "unanswered_uncertain", b"unanswered_uncertain"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkBatchStatus: _TypeAlias = LinkBatchStatus  # noqa: Y015
+
+@_typing.final
+class LinkBatch(_message.Message):
+    """The least confident unanswered decisions of a build (`conversations batches get`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    BUILD_ID_FIELD_NUMBER: _builtins.int
+    BATCH_ID_FIELD_NUMBER: _builtins.int
+    ANSWER_FORMAT_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    build_id: _builtins.int
+    batch_id: _builtins.str
+    """"<build_id>-<first msg_id>", or "<build_id>-empty" for an empty batch."""
+    @_builtins.property
+    def answer_format(self) -> Global___LinkAnswerFormat:
+        """How to answer, in words: {"answers": [{"msg_id": "int", "parent": "int | 'new'"}]}."""
+
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkBatchMessage]: ...
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        build_id: _builtins.int = ...,
+        batch_id: _builtins.str = ...,
+        answer_format: Global___LinkAnswerFormat | None = ...,
+        messages: _abc.Iterable[Global___LinkBatchMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_format", b"answer_format"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_format", b"answer_format", "batch_id", b"batch_id", "build_id", b"build_id", "chat_id", b"chat_id", "messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkBatch: _TypeAlias = LinkBatch  # noqa: Y015
+
+@_typing.final
+class LinkAnswerFormat(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ANSWERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def answers(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkAnswerShape]: ...
+    def __init__(
+        self,
+        *,
+        answers: _abc.Iterable[Global___LinkAnswerShape] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answers", b"answers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkAnswerFormat: _TypeAlias = LinkAnswerFormat  # noqa: Y015
+
+@_typing.final
+class LinkAnswerShape(_message.Message):
+    """The type of each key of one answer, in words."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    PARENT_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.str
+    parent: _builtins.str
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.str = ...,
+        parent: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["msg_id", b"msg_id", "parent", b"parent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkAnswerShape: _TypeAlias = LinkAnswerShape  # noqa: Y015
+
+@_typing.final
+class LinkBatchMessage(_message.Message):
+    """A message of a batch with the build's decision and its candidate parents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    SENDER_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    CURRENT_FIELD_NUMBER: _builtins.int
+    CANDIDATES_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    date: _builtins.str
+    """ISO 8601 UTC, e.g. 2026-03-29T10:00:00Z."""
+    sender: _builtins.str
+    """The sender's display name; empty when unknown."""
+    text: _builtins.str
+    """Clipped; "[kind]" and the media's text before the message text."""
+    @_builtins.property
+    def current(self) -> Global___LinkDecision: ...
+    @_builtins.property
+    def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkCandidate]:
+        """Earlier messages of the same topic, best first."""
+
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        date: _builtins.str = ...,
+        sender: _builtins.str = ...,
+        text: _builtins.str = ...,
+        current: Global___LinkDecision | None = ...,
+        candidates: _abc.Iterable[Global___LinkCandidate] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["current", b"current"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "current", b"current", "date", b"date", "msg_id", b"msg_id", "sender", b"sender", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkBatchMessage: _TypeAlias = LinkBatchMessage  # noqa: Y015
+
+@_typing.final
+class LinkDecision(_message.Message):
+    """The build's decision for one message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARENT_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    parent_id: _builtins.int
+    """Null: the message starts a conversation."""
+    reason: _builtins.str
+    """How it was decided (scored, new, ...)."""
+    confidence: _builtins.float
+    """The scorer's probability, 0..1."""
+    def __init__(
+        self,
+        *,
+        parent_id: _builtins.int | None = ...,
+        reason: _builtins.str = ...,
+        confidence: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id", "parent_id", b"parent_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id", "confidence", b"confidence", "parent_id", b"parent_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__parent_id: _TypeAlias = _typing.Literal["parent_id"]  # noqa: Y015
+    _WhichOneofArgType__parent_id: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__parent_id) -> _WhichOneofReturnType__parent_id | None: ...
+
+Global___LinkDecision: _TypeAlias = LinkDecision  # noqa: Y015
+
+@_typing.final
+class LinkCandidate(_message.Message):
+    """A candidate parent of a batch message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    SENDER_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    date: _builtins.str
+    sender: _builtins.str
+    text: _builtins.str
+    score: _builtins.float
+    """The scorer's probability; null for a nearby message the scorer did not rank."""
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        date: _builtins.str = ...,
+        sender: _builtins.str = ...,
+        text: _builtins.str = ...,
+        score: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_score", b"_score", "score", b"score"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_score", b"_score", "date", b"date", "msg_id", b"msg_id", "score", b"score", "sender", b"sender", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__score: _TypeAlias = _typing.Literal["score"]  # noqa: Y015
+    _WhichOneofArgType__score: _TypeAlias = _typing.Literal["_score", b"_score"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__score) -> _WhichOneofReturnType__score | None: ...
+
+Global___LinkCandidate: _TypeAlias = LinkCandidate  # noqa: Y015
+
+@_typing.final
+class LinkAnswerReport(_message.Message):
+    """What an answer stored (`conversations batches answer`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHAT_ID_FIELD_NUMBER: _builtins.int
+    STORED_FIELD_NUMBER: _builtins.int
+    REJECTED_FIELD_NUMBER: _builtins.int
+    chat_id: _builtins.int
+    stored: _builtins.int
+    """Answers stored (each replaces its message's previous one)."""
+    @_builtins.property
+    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkAnswerRejection]: ...
+    def __init__(
+        self,
+        *,
+        chat_id: _builtins.int = ...,
+        stored: _builtins.int = ...,
+        rejected: _abc.Iterable[Global___LinkAnswerRejection] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chat_id", b"chat_id", "rejected", b"rejected", "stored", b"stored"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkAnswerReport: _TypeAlias = LinkAnswerReport  # noqa: Y015
+
+@_typing.final
+class LinkAnswerRejection(_message.Message):
+    """An answer entry that was not stored."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    """The entry's position in the answers list."""
+    number: _builtins.int
+    text: _builtins.str
+    reason: _builtins.str
+    """INVALID_ENTRY, DUPLICATE, MESSAGE_NOT_FOUND, NOT_LINKABLE, PARENT_NOT_FOUND,
+    PARENT_NOT_LINKABLE, PARENT_NOT_EARLIER or PARENT_IN_OTHER_TOPIC.
+    """
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        number: _builtins.int = ...,
+        text: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["msg_id", b"msg_id", "number", b"number", "text", b"text"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "msg_id", b"msg_id", "number", b"number", "reason", b"reason", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_msg_id: _TypeAlias = _typing.Literal["number", "text"]  # noqa: Y015
+    _WhichOneofArgType_msg_id: _TypeAlias = _typing.Literal["msg_id", b"msg_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_msg_id) -> _WhichOneofReturnType_msg_id | None: ...
+
+Global___LinkAnswerRejection: _TypeAlias = LinkAnswerRejection  # noqa: Y015
+
+@_typing.final
+class QueryTree(_message.Message):
+    """A parsed or decoded strict query, the versioned tree `chatseek messages parse` prints; its
+    JSON is what SearchMessages takes as tree_json.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    LANGUAGE_FIELD_NUMBER: _builtins.int
+    ROOT_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    """The tree format's version (1)."""
+    language: _builtins.str
+    """The query language, lucene-v1."""
+    @_builtins.property
+    def root(self) -> Global___QueryNode: ...
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        language: _builtins.str = ...,
+        root: Global___QueryNode | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["root", b"root"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["language", b"language", "root", b"root", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryTree: _TypeAlias = QueryTree  # noqa: Y015
+
+@_typing.final
+class QueryNode(_message.Message):
+    """One node: "type" names its kind and the kind's fields sit beside it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BOOL_FIELD_NUMBER: _builtins.int
+    MATCH_ALL_FIELD_NUMBER: _builtins.int
+    TERM_FIELD_NUMBER: _builtins.int
+    PHRASE_FIELD_NUMBER: _builtins.int
+    PREFIX_FIELD_NUMBER: _builtins.int
+    ENUM_FIELD_NUMBER: _builtins.int
+    WILDCARD_FIELD_NUMBER: _builtins.int
+    REGEX_FIELD_NUMBER: _builtins.int
+    COMPARE_FIELD_NUMBER: _builtins.int
+    RANGE_FIELD_NUMBER: _builtins.int
+    SPAN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def bool(self) -> Global___QueryBool: ...
+    @_builtins.property
+    def match_all(self) -> Global___QueryMatchAll: ...
+    @_builtins.property
+    def term(self) -> Global___QueryValue:
+        """A bare term: words for text, a whole value for keyword and name fields."""
+
+    @_builtins.property
+    def phrase(self) -> Global___QueryValue:
+        """A quoted phrase: consecutive words for text, an exact value elsewhere."""
+
+    @_builtins.property
+    def prefix(self) -> Global___QueryValue:
+        """value*: a literal prefix, escapes removed."""
+
+    @_builtins.property
+    def enum(self) -> Global___QueryValue:
+        """One value of an enum field (kind, has, in, preset)."""
+
+    @_builtins.property
+    def wildcard(self) -> Global___QueryPattern:
+        """* any run, ? one character, \\ escapes the next one."""
+
+    @_builtins.property
+    def regex(self) -> Global___QueryPattern:
+        """A Lucene regular expression matched against a whole value."""
+
+    @_builtins.property
+    def compare(self) -> Global___QueryCompare: ...
+    @_builtins.property
+    def range(self) -> Global___QueryRange: ...
+    @_builtins.property
+    def span(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """[start, end) in UTF-16 code units of the query text; [0, 0] for a tree sent as JSON."""
+
+    def __init__(
+        self,
+        *,
+        bool: Global___QueryBool | None = ...,
+        match_all: Global___QueryMatchAll | None = ...,
+        term: Global___QueryValue | None = ...,
+        phrase: Global___QueryValue | None = ...,
+        prefix: Global___QueryValue | None = ...,
+        enum: Global___QueryValue | None = ...,
+        wildcard: Global___QueryPattern | None = ...,
+        regex: Global___QueryPattern | None = ...,
+        compare: Global___QueryCompare | None = ...,
+        range: Global___QueryRange | None = ...,
+        span: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["bool", b"bool", "compare", b"compare", "enum", b"enum", "match_all", b"match_all", "phrase", b"phrase", "prefix", b"prefix", "range", b"range", "regex", b"regex", "term", b"term", "type", b"type", "wildcard", b"wildcard"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bool", b"bool", "compare", b"compare", "enum", b"enum", "match_all", b"match_all", "phrase", b"phrase", "prefix", b"prefix", "range", b"range", "regex", b"regex", "span", b"span", "term", b"term", "type", b"type", "wildcard", b"wildcard"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_type: _TypeAlias = _typing.Literal["bool", "match_all", "term", "phrase", "prefix", "enum", "wildcard", "regex", "compare", "range"]  # noqa: Y015
+    _WhichOneofArgType_type: _TypeAlias = _typing.Literal["type", b"type"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_type) -> _WhichOneofReturnType_type | None: ...
+
+Global___QueryNode: _TypeAlias = QueryNode  # noqa: Y015
+
+@_typing.final
+class QueryBool(_message.Message):
+    """A Boolean group: the intersection of must (or the union of should when must is empty),
+    minus every must_not.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MUST_FIELD_NUMBER: _builtins.int
+    SHOULD_FIELD_NUMBER: _builtins.int
+    MUST_NOT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def must(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueryNode]: ...
+    @_builtins.property
+    def should(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueryNode]: ...
+    @_builtins.property
+    def must_not(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueryNode]: ...
+    def __init__(
+        self,
+        *,
+        must: _abc.Iterable[Global___QueryNode] | None = ...,
+        should: _abc.Iterable[Global___QueryNode] | None = ...,
+        must_not: _abc.Iterable[Global___QueryNode] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["must", b"must", "must_not", b"must_not", "should", b"should"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryBool: _TypeAlias = QueryBool  # noqa: Y015
+
+@_typing.final
+class QueryMatchAll(_message.Message):
+    """*:*, every message in scope."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryMatchAll: _TypeAlias = QueryMatchAll  # noqa: Y015
+
+@_typing.final
+class QueryValue(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    value: _builtins.str
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["field", b"field", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryValue: _TypeAlias = QueryValue  # noqa: Y015
+
+@_typing.final
+class QueryPattern(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    PATTERN_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    pattern: _builtins.str
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        pattern: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["field", b"field", "pattern", b"pattern"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryPattern: _TypeAlias = QueryPattern  # noqa: Y015
+
+@_typing.final
+class QueryCompare(_message.Message):
+    """field>value and friends."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    OP_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    op: _builtins.str
+    """One of > >= < <=."""
+    value: _builtins.str
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        op: _builtins.str = ...,
+        value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["field", b"field", "op", b"op", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryCompare: _TypeAlias = QueryCompare  # noqa: Y015
+
+@_typing.final
+class QueryRange(_message.Message):
+    """[lower TO upper], {lower TO upper} or mixed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    LOWER_FIELD_NUMBER: _builtins.int
+    UPPER_FIELD_NUMBER: _builtins.int
+    INCLUDE_LOWER_FIELD_NUMBER: _builtins.int
+    INCLUDE_UPPER_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    lower: _builtins.str
+    """Null: open (*)."""
+    upper: _builtins.str
+    include_lower: _builtins.bool
+    include_upper: _builtins.bool
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        lower: _builtins.str | None = ...,
+        upper: _builtins.str | None = ...,
+        include_lower: _builtins.bool = ...,
+        include_upper: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_lower", b"_lower", "_upper", b"_upper", "lower", b"lower", "upper", b"upper"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_lower", b"_lower", "_upper", b"_upper", "field", b"field", "include_lower", b"include_lower", "include_upper", b"include_upper", "lower", b"lower", "upper", b"upper"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__lower: _TypeAlias = _typing.Literal["lower"]  # noqa: Y015
+    _WhichOneofArgType__lower: _TypeAlias = _typing.Literal["_lower", b"_lower"]  # noqa: Y015
+    _WhichOneofReturnType__upper: _TypeAlias = _typing.Literal["upper"]  # noqa: Y015
+    _WhichOneofArgType__upper: _TypeAlias = _typing.Literal["_upper", b"_upper"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__lower) -> _WhichOneofReturnType__lower | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__upper) -> _WhichOneofReturnType__upper | None: ...
+
+Global___QueryRange: _TypeAlias = QueryRange  # noqa: Y015
+
 OMIT_EMPTY_FIELD_NUMBER: _builtins.int
+TAGGED_FIELD_NUMBER: _builtins.int
 omit_empty: _extension_dict._ExtensionFieldDescriptor[_descriptor_pb2.FieldOptions, _builtins.bool]
 """Leave the field out when unset (optional or message), empty (repeated) or the default
 (scalar); without it an unset optional or message field is written as null.
+"""
+tagged: _extension_dict._ExtensionFieldDescriptor[_descriptor_pb2.OneofOptions, _builtins.bool]
+"""Write the oneof tagged: its own name holds the set member's field name, and the member
+message's fields sit beside it in the parent's object (the parent has no field of theirs).
 """

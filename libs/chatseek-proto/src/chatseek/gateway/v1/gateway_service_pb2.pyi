@@ -204,11 +204,11 @@ class ParseQueryResponse(_message.Message):
 
     TREE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def tree(self) -> _common_pb2.Document: ...
+    def tree(self) -> _common_pb2.QueryTree: ...
     def __init__(
         self,
         *,
-        tree: _common_pb2.Document | None = ...,
+        tree: _common_pb2.QueryTree | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["tree", b"tree"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -675,13 +675,11 @@ class ChatLinksResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """{"<msg_id>": parent_id | null} for every message of the chat."""
-
+    def result(self) -> Global___ChatLinksResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: Global___ChatLinksResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -690,6 +688,55 @@ class ChatLinksResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ChatLinksResponse: _TypeAlias = ChatLinksResponse  # noqa: Y015
+
+@_typing.final
+class ChatLinksResult(_message.Message):
+    """Every message of a chat with its chosen parent, by message id; the CLI prints it as the
+    object {"<msg_id>": parent_id | null}.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LINKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def links(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChatLink]: ...
+    def __init__(
+        self,
+        *,
+        links: _abc.Iterable[Global___ChatLink] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["links", b"links"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChatLinksResult: _TypeAlias = ChatLinksResult  # noqa: Y015
+
+@_typing.final
+class ChatLink(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    PARENT_ID_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.int
+    parent_id: _builtins.int
+    """Null: the message starts a conversation."""
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.int = ...,
+        parent_id: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id", "parent_id", b"parent_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id", "msg_id", b"msg_id", "parent_id", b"parent_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__parent_id: _TypeAlias = _typing.Literal["parent_id"]  # noqa: Y015
+    _WhichOneofArgType__parent_id: _TypeAlias = _typing.Literal["_parent_id", b"_parent_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__parent_id) -> _WhichOneofReturnType__parent_id | None: ...
+
+Global___ChatLink: _TypeAlias = ChatLink  # noqa: Y015
 
 @_typing.final
 class LinkBatchRequest(_message.Message):
@@ -730,11 +777,11 @@ class LinkBatchResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document: ...
+    def result(self) -> Global___LinkBatchResult: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: Global___LinkBatchResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -743,6 +790,40 @@ class LinkBatchResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___LinkBatchResponse: _TypeAlias = LinkBatchResponse  # noqa: Y015
+
+@_typing.final
+class LinkBatchResult(_message.Message):
+    """The answer of a link-batch action, written as one object with its "action" beside the
+    action's own fields.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATUS_FIELD_NUMBER: _builtins.int
+    GET_FIELD_NUMBER: _builtins.int
+    ANSWER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def status(self) -> _common_pb2.LinkBatchStatus: ...
+    @_builtins.property
+    def get(self) -> _common_pb2.LinkBatch: ...
+    @_builtins.property
+    def answer(self) -> _common_pb2.LinkAnswerReport: ...
+    def __init__(
+        self,
+        *,
+        status: _common_pb2.LinkBatchStatus | None = ...,
+        get: _common_pb2.LinkBatch | None = ...,
+        answer: _common_pb2.LinkAnswerReport | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "answer", b"answer", "get", b"get", "status", b"status"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "answer", b"answer", "get", b"get", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_action: _TypeAlias = _typing.Literal["status", "get", "answer"]  # noqa: Y015
+    _WhichOneofArgType_action: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_action) -> _WhichOneofReturnType_action | None: ...
+
+Global___LinkBatchResult: _TypeAlias = LinkBatchResult  # noqa: Y015
 
 @_typing.final
 class ImportRequest(_message.Message):

@@ -371,13 +371,11 @@ class ParseQueryResponse(_message.Message):
 
     TREE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def tree(self) -> _common_pb2.Document:
-        """{version: 1, language: "lucene-v1", root}."""
-
+    def tree(self) -> _common_pb2.QueryTree: ...
     def __init__(
         self,
         *,
-        tree: _common_pb2.Document | None = ...,
+        tree: _common_pb2.QueryTree | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["tree", b"tree"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...

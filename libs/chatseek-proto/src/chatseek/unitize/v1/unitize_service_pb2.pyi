@@ -78,7 +78,9 @@ class RecutResponse(_message.Message):
 
     EVENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def event(self) -> _common_pb2.OperationEvent: ...
+    def event(self) -> _common_pb2.OperationEvent:
+        """Progress, then the final report as recut."""
+
     def __init__(
         self,
         *,
@@ -126,7 +128,9 @@ class BuildConversationsResponse(_message.Message):
 
     EVENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def event(self) -> _common_pb2.OperationEvent: ...
+    def event(self) -> _common_pb2.OperationEvent:
+        """Progress, then the final report as conversations_build."""
+
     def __init__(
         self,
         *,
@@ -377,13 +381,11 @@ class LinkBatchStatusResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """JSON: {chat_id, messages, answered, stale_answers, unanswered_uncertain, batch_size}."""
-
+    def result(self) -> _common_pb2.LinkBatchStatus: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.LinkBatchStatus | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -424,15 +426,11 @@ class GetLinkBatchResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """JSON (schema documented in the unitize README): {chat_id, batch_id, messages: [{msg_id,
-        date, sender, text, candidates: [{msg_id, sender, text, score}]}]}.
-        """
-
+    def result(self) -> _common_pb2.LinkBatch: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.LinkBatch | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -474,13 +472,11 @@ class AnswerLinkBatchResponse(_message.Message):
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.Document:
-        """JSON: {stored, rejected: [{msg_id, reason}]}."""
-
+    def result(self) -> _common_pb2.LinkAnswerReport: ...
     def __init__(
         self,
         *,
-        result: _common_pb2.Document | None = ...,
+        result: _common_pb2.LinkAnswerReport | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
