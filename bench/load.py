@@ -179,7 +179,7 @@ def _client(
     targets: list[tuple[str, int]],
     timeout_s: float,
 ) -> None:
-    from chatseek_core.wire_json import result_json
+    from chatseek_core.wire_json import to_json
 
     for kind, method, request in _requests(n, targets, gateway_stub(addr)):
         if stop.is_set():
@@ -190,7 +190,7 @@ def _client(
         except grpc.RpcError as err:
             time.sleep(tally.error(kind, err))
             continue
-        tally.ok(kind, time.perf_counter() - started, result_json(reply.result))
+        tally.ok(kind, time.perf_counter() - started, to_json(reply.result))
 
 
 def run_load(

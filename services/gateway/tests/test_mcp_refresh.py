@@ -21,7 +21,7 @@ from chatseek.common.v1 import common_pb2
 from chatseek.gateway.v1 import archive_service_pb2_grpc, search_service_pb2_grpc
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
 from chatseek_core.errors import ChatseekError, FloodWait, SyncRunning
-from chatseek_core.proto_json import operation_progress, operation_result
+from chatseek_core.operations import operation_progress
 from chatseek_core.runner import Running
 from chatseek_core.server import build_server as build_grpc_server
 from chatseek_core.wire_json import from_json
@@ -82,7 +82,8 @@ class _FakeGateway(_SearchOnlyGateway):
         if isinstance(self.outcome, Exception):
             raise self.outcome
         yield pb.SyncResponse(event=operation_progress("sync", 1, 2))
-        yield pb.SyncResponse(event=operation_result(self.outcome))
+        report = from_json(self.outcome, common_pb2.SyncReport())
+        yield pb.SyncResponse(event=common_pb2.OperationEvent(sync=report))
 
 
 def _fake(coverage: list[dict[str, Any]], outcome: dict[str, Any] | Exception) -> _FakeGateway:

@@ -8,8 +8,10 @@ from typing import Any
 
 from rich.console import Console
 
+from chatseek.common.v1 import common_pb2
 from chatseek.gateway.v1 import gateway_service_pb2 as pb
-from chatseek_core.proto_json import operation_progress, operation_result
+from chatseek_core.operations import operation_progress
+from chatseek_core.wire_json import from_json
 from chatseek_gateway.cli.common import run_operation
 
 
@@ -40,7 +42,9 @@ def sync_events() -> list[Any]:
                 account="home",
             )
         ),
-        pb.SyncResponse(event=operation_result({"new": 100, "stopped_by": None})),
+        pb.SyncResponse(
+            event=common_pb2.OperationEvent(sync=from_json({"new": 100}, common_pb2.SyncReport()))
+        ),
     ]
 
 
@@ -48,7 +52,7 @@ def test_json_streams_every_progress_event_as_one_line_and_returns_the_report() 
     stream = io.StringIO()
     report = run_operation(sync_events(), as_json=True, stream=stream)
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
-    assert report == {"new": 100, "stopped_by": None}
+    assert report["new"] == 100 and report["stopped_by"] is None
     assert [(e["event"], e["item"], e["item_done"], e["wait_s"]) for e in lines] == [
         ("progress", "City news", 100, 0.0),
         ("progress", "City news", 100, 30.0),
@@ -72,9 +76,16 @@ def test_operations_without_items_show_their_note_and_count() -> None:
     console = Console(file=screen, force_terminal=True, width=140, color_system=None)
     events = [
         pb.EmbedResponse(event=operation_progress("embed", 40, 100, "units")),
-        pb.EmbedResponse(event=operation_result({"embedded": 100})),
+        pb.EmbedResponse(
+            event=common_pb2.OperationEvent(embed=common_pb2.EmbedReport(embedded=100))
+        ),
     ]
-    assert run_operation(events, console=console) == {"embedded": 100}
+    assert run_operation(events, console=console) == {
+        "embedded": 100,
+        "cached": 0,
+        "skipped": 0,
+        "remaining": 0,
+    }
     assert "embed" in screen.getvalue() and "40/100" in screen.getvalue()
 
 

@@ -29,7 +29,6 @@ from google.protobuf.message import Message
 
 from chatseek.common.v1 import common_pb2
 from chatseek_core.errors import InvalidArgument
-from chatseek_core.proto_json import from_document
 
 __all__ = [
     "SEARCH_MODE_NAMES",
@@ -40,7 +39,6 @@ __all__ = [
     "mode_word",
     "parse_mode",
     "parse_source",
-    "result_json",
     "to_json",
 ]
 
@@ -228,13 +226,6 @@ def _value(field: _Field, value: Any) -> Any:
     return value
 
 
-def result_json(result: Message) -> dict[str, Any]:
-    """A reply's ``result`` as JSON, typed or still a ``Document`` (RPCs not yet typed)."""
-    if isinstance(result, common_pb2.Document):
-        return from_document(result)
-    return to_json(result)
-
-
 def answer_json(reply: Message) -> dict[str, Any]:
     """A unary reply's answer as JSON: its ``result`` field, or the set member of its ``result``
     oneof (a reply that answers in one of several messages); {} when no member is set."""
@@ -242,7 +233,7 @@ def answer_json(reply: Message) -> dict[str, Any]:
         which = reply.WhichOneof(_RESULT)
         return {} if which is None else to_json(getattr(reply, which))
     result: Message = getattr(reply, _RESULT)
-    return result_json(result)
+    return to_json(result)
 
 
 def event_report(event: common_pb2.OperationEvent) -> dict[str, Any] | None:
@@ -251,7 +242,7 @@ def event_report(event: common_pb2.OperationEvent) -> dict[str, Any] | None:
     if kind is None or kind == "progress":
         return None
     report: Message = getattr(event, kind)
-    return result_json(report)
+    return to_json(report)
 
 
 def _untag(doc: Mapping[str, Any], message: Message, oneof: Any) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The shapes gateway replies share, for typing calls through the generated stubs.
 
-Most gateway responses carry one ``result``, typed or a JSON ``Document``; the streamed
+Most gateway responses carry one typed ``result``; the streamed
 responses of long operations carry one ``OperationEvent`` as ``event``. Light on purpose: the CLI
 imports it at start-up, so protobuf is imported only for type checking.
 """
@@ -14,12 +14,11 @@ if TYPE_CHECKING:
 
     from chatseek.common.v1 import common_pb2
 
-__all__ = ["Documented", "Evented"]
+__all__ = ["Answered", "Evented"]
 
 
-class Documented(Protocol):
-    """A response that carries its ``result``: a typed message, or a JSON ``Document`` where
-    the RPC is not typed yet."""
+class Answered(Protocol):
+    """A response that carries its typed ``result``."""
 
     @property
     def result(self) -> Message: ...

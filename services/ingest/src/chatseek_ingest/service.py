@@ -21,7 +21,7 @@ from chatseek.ingest.v1 import ingest_service_pb2 as pb
 from chatseek.ingest.v1 import ingest_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.aio import drain, progress_stream, to_thread
-from chatseek_core.proto_json import operation_progress
+from chatseek_core.operations import operation_progress
 from chatseek_core.status import service_status
 from chatseek_core.wire_json import from_json
 from chatseek_ingest import chats, store, tags

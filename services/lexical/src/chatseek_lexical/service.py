@@ -16,7 +16,7 @@ from chatseek.lexical.v1 import lexical_service_pb2_grpc
 from chatseek_core import db, deadline
 from chatseek_core.aio import stream_progress, to_thread
 from chatseek_core.errors import IndexBehind, IndexNotReady, InvalidArgument
-from chatseek_core.proto_json import operation_progress
+from chatseek_core.operations import operation_progress
 from chatseek_core.status import service_status
 from chatseek_core.wire_json import from_json
 from chatseek_lexical import indexer, ranked, readiness

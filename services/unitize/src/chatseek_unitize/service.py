@@ -12,7 +12,7 @@ from chatseek.unitize.v1 import unitize_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.aio import stream_progress, to_thread
 from chatseek_core.errors import InvalidArgument
-from chatseek_core.proto_json import operation_progress
+from chatseek_core.operations import operation_progress
 from chatseek_core.status import service_status
 from chatseek_core.wire_json import from_json
 from chatseek_unitize import batches, builds, readers, units

@@ -15,7 +15,7 @@ from chatseek.vector.v1 import vector_service_pb2_grpc
 from chatseek_core import db
 from chatseek_core.aio import progress_stream, to_thread
 from chatseek_core.errors import InvalidArgument
-from chatseek_core.proto_json import operation_progress
+from chatseek_core.operations import operation_progress
 from chatseek_core.status import service_status
 from chatseek_core.wire_json import from_json
 from chatseek_vector import index, knn, spaces

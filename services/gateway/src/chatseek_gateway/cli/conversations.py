@@ -23,7 +23,7 @@ from chatseek_gateway.cli.common import (
     operation,
     run_operation,
 )
-from chatseek_gateway.shapes import Documented
+from chatseek_gateway.shapes import Answered
 
 if TYPE_CHECKING:
     import grpc
@@ -35,7 +35,7 @@ TEXT_PREVIEW = 160
 STDIN_NAME = "-"
 
 Req = TypeVar("Req")
-Doc = TypeVar("Doc", bound=Documented)
+Doc = TypeVar("Doc", bound=Answered)
 
 
 def _common(p: argparse.ArgumentParser, *, chat_required: bool = True) -> None:
@@ -115,10 +115,10 @@ def register_message_links(messages_sub: Subparsers) -> None:
 def _doc(
     method: grpc.UnaryUnaryMultiCallable[Req, Doc], request: Req, *, idempotent: bool = True
 ) -> dict[str, Any]:
-    from chatseek_core.wire_json import result_json
+    from chatseek_core.wire_json import to_json
 
     reply = call(method, request, timeout=READ_TIMEOUT_S, idempotent=idempotent)
-    return result_json(reply.result)
+    return to_json(reply.result)
 
 
 def _preview(text: str) -> str:

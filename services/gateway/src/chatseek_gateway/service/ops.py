@@ -26,7 +26,7 @@ from chatseek.vector.v1 import vector_service_pb2 as vector_pb
 from chatseek_core.aio import to_thread
 from chatseek_core.client import call, decode_error
 from chatseek_core.errors import ChatseekError, InvalidArgument
-from chatseek_core.proto_json import operation_progress
+from chatseek_core.operations import operation_progress
 from chatseek_core.settings import SERVICES
 from chatseek_core.version import VERSION
 from chatseek_core.wire_json import from_json

@@ -7,7 +7,6 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pb2 as _descriptor_pb2
 from google.protobuf import message as _message
-from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf.internal import extension_dict as _extension_dict
@@ -529,39 +528,14 @@ class Progress(_message.Message):
 Global___Progress: _TypeAlias = Progress  # noqa: Y015
 
 @_typing.final
-class Document(_message.Message):
-    """A result document: a JSON object whose shape each RPC documents. Used for reports and
-    envelopes the CLI prints and the MCP server returns as they are.
-    """
-
-    DESCRIPTOR: _descriptor.Descriptor
-
-    BODY_FIELD_NUMBER: _builtins.int
-    @_builtins.property
-    def body(self) -> _struct_pb2.Struct: ...
-    def __init__(
-        self,
-        *,
-        body: _struct_pb2.Struct | None = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___Document: _TypeAlias = Document  # noqa: Y015
-
-@_typing.final
 class OperationEvent(_message.Message):
-    """One event of a streamed long-running operation: progress updates, then the final report:
-    typed where the operation's report has a fixed shape, else a JSON document.
+    """One event of a streamed long-running operation: progress updates, then the final report, a
+    typed message per kind of operation.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     PROGRESS_FIELD_NUMBER: _builtins.int
-    RESULT_FIELD_NUMBER: _builtins.int
     VERIFY_FIELD_NUMBER: _builtins.int
     EMBED_FIELD_NUMBER: _builtins.int
     WORD_INDEX_FIELD_NUMBER: _builtins.int
@@ -573,8 +547,6 @@ class OperationEvent(_message.Message):
     RECUT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def progress(self) -> Global___Progress: ...
-    @_builtins.property
-    def result(self) -> Global___Document: ...
     @_builtins.property
     def verify(self) -> Global___VerifyReport: ...
     @_builtins.property
@@ -599,7 +571,6 @@ class OperationEvent(_message.Message):
         self,
         *,
         progress: Global___Progress | None = ...,
-        result: Global___Document | None = ...,
         verify: Global___VerifyReport | None = ...,
         embed: Global___EmbedReport | None = ...,
         word_index: Global___WordIndexReport | None = ...,
@@ -610,11 +581,11 @@ class OperationEvent(_message.Message):
         conversations_build: Global___ConversationBuildReport | None = ...,
         recut: Global___RecutReport | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["conversations_build", b"conversations_build", "embed", b"embed", "event", b"event", "extract", b"extract", "import_report", b"import_report", "progress", b"progress", "prune_deleted", b"prune_deleted", "recut", b"recut", "result", b"result", "sync", b"sync", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversations_build", b"conversations_build", "embed", b"embed", "event", b"event", "extract", b"extract", "import_report", b"import_report", "progress", b"progress", "prune_deleted", b"prune_deleted", "recut", b"recut", "sync", b"sync", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations_build", b"conversations_build", "embed", b"embed", "event", b"event", "extract", b"extract", "import_report", b"import_report", "progress", b"progress", "prune_deleted", b"prune_deleted", "recut", b"recut", "result", b"result", "sync", b"sync", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations_build", b"conversations_build", "embed", b"embed", "event", b"event", "extract", b"extract", "import_report", b"import_report", "progress", b"progress", "prune_deleted", b"prune_deleted", "recut", b"recut", "sync", b"sync", "verify", b"verify", "word_index", b"word_index"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "result", "verify", "embed", "word_index", "import_report", "sync", "extract", "prune_deleted", "conversations_build", "recut"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "verify", "embed", "word_index", "import_report", "sync", "extract", "prune_deleted", "conversations_build", "recut"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 

@@ -26,8 +26,8 @@ class SearchRequest(_message.Message):
     server in the same process offers the same operations as tools). Four services share one
     server and port, split by what they forward to: SearchService (search_service.proto),
     ConversationsService (conversations_service.proto), ArchiveService (archive_service.proto)
-    and OpsService (ops_service.proto). Results are JSON documents the CLI prints as they are;
-    long operations stream progress first.
+    and OpsService (ops_service.proto). Results are typed messages the CLI and the MCP tools
+    print as JSON (chatseek_core.wire_json); long operations stream progress first.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
