@@ -3,7 +3,7 @@
 ``mcp_tool_list.json`` beside this file holds what ``tools/list`` answers, as the SDK's
 ``Tool`` writes it (camelCase keys); an agent sees exactly that. Any change to a tool's
 arguments, their bounds, its docstring or its hints shows up here. ``CHATSEEK_WIRE_CAPTURE=1``
-rewrites the copy after a deliberate change.
+rewrites the copy after a deliberate change. Each tool lives in exactly one area class.
 """
 
 from __future__ import annotations
@@ -17,6 +17,11 @@ from mcp import Client
 
 from chatseek_gateway.mcp.gateway import GatewayConnection
 from chatseek_gateway.mcp.server import build_server
+from chatseek_gateway.mcp.tools import TOOL_NAMES
+from chatseek_gateway.mcp.tools.archive import ArchiveTools
+from chatseek_gateway.mcp.tools.conversations import ConversationTools
+from chatseek_gateway.mcp.tools.ops import OpsTools
+from chatseek_gateway.mcp.tools.search import SearchTools
 from tests.wire_helpers import CAPTURE_ENV
 
 PINNED = Path(__file__).resolve().parent / "mcp_tool_list.json"
@@ -42,3 +47,12 @@ async def test_the_tool_list_matches_its_pinned_copy(tmp_path: Path) -> None:
     assert [tool["name"] for tool in tools] == [tool["name"] for tool in pinned]
     for tool, expected in zip(tools, pinned, strict=True):
         assert tool == expected, tool["name"]
+
+
+def test_each_tool_belongs_to_exactly_one_area() -> None:
+    owned = [
+        name
+        for area in (SearchTools, ConversationTools, ArchiveTools, OpsTools)
+        for name in area.TOOLS
+    ]
+    assert sorted(owned) == sorted(TOOL_NAMES)
