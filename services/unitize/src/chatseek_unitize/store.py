@@ -31,6 +31,7 @@ __all__ = [
     "stored_units",
     "thread_units",
     "topic_key",
+    "unit_counts",
 ]
 
 UNIT_EVENT = "unit"
@@ -391,3 +392,11 @@ class UnitWriter:
             feed.append(self.conn, self.events)
             self.events = []
         return count
+
+
+def unit_counts(conn: Connection) -> dict[str, int]:
+    """How many units of each kind ``unitize.db`` holds (for status)."""
+    return {
+        str(kind): int(n)
+        for kind, n in conn.execute("SELECT kind, COUNT(*) FROM units GROUP BY kind")
+    }
