@@ -461,6 +461,29 @@ def test_a_relevance_pool_that_must_grow_gives_the_same_pages(
     assert [i.locator for i in seen] == [i.locator for i in whole]
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "alpha beta",
+        "invoice AND NOT attached",
+        "(alpha OR invoice) AND beta",
+        '"invoice attached" AND NOT gamma',
+        "alpha AND from:bob",
+        "invoice OR (alpha AND NOT kind:private)",
+    ],
+)
+def test_a_relevance_page_holds_exactly_the_messages_the_newest_order_does(
+    conn: db.Connection, query: str
+) -> None:
+    # A relevance page checks its scored matches row by row (Compiler.pool_where); the newest
+    # order runs the query as compiled for a scan. Both must find the same messages.
+    ranked = search(conn, SearchRequest(query, now=NOW, limit=1000))
+    newest = search(conn, SearchRequest(query, now=NOW, limit=1000, newest=True))
+    assert ranked.query.order == "relevance" and newest.query.order == "newest"
+    assert ranked.items
+    assert sorted(i.locator for i in ranked.items) == sorted(i.locator for i in newest.items)
+
+
 def test_page_token_of_another_query_or_a_damaged_one_is_rejected(conn: db.Connection) -> None:
     first = search(conn, SearchRequest("*:*", now=NOW, limit=2))
     assert first.next_page_token

@@ -20,8 +20,9 @@ from .test_query_search import RESULTS
 
 SQL_WORDS = frozenset(
     """
-    SELECT FROM WHERE AND OR NOT IN AS JOIN LEFT ON ORDER BY LIMIT ASC DESC GROUP COALESCE NULLIF
-    IS NULL DISTINCT CASE WHEN THEN ELSE END GLOB MATCH count max min lower bm25 json_each value
+    SELECT FROM WHERE AND OR NOT IN EXISTS AS JOIN LEFT ON ORDER BY LIMIT ASC DESC GROUP COALESCE
+    NULLIF IS NULL DISTINCT CASE WHEN THEN ELSE END GLOB MATCH count max min lower bm25 json_each
+    value
     rowid msg_fts msg_vocab term ingest messages media chats senders tags accounts
     m md c s r rid score n b mid account chat_id msg_id date text sender_id sender_name topic_id
     type title username history_complete last_fetched_at provider is_active display_name kind

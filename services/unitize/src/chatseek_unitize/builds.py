@@ -50,6 +50,7 @@ __all__ = [
     "ChunkUnit",
     "build_chat",
     "build_chats",
+    "built_chats",
     "default_scorer",
     "discard_unfinished",
     "drop_chat_builds",
@@ -639,3 +640,8 @@ def build_chats(
         reports.append(build_chat(conn, account, chat_id, chosen, on_progress=on_progress))
         _progress(on_progress, "chats", done, len(targets))
     return reports
+
+
+def built_chats(conn: Connection) -> int:
+    """How many chats have a current conversation build (for status)."""
+    return int(conn.execute("SELECT COUNT(*) FROM current_builds").fetchone()[0])

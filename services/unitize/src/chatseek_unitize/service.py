@@ -19,6 +19,7 @@ from chatseek_unitize import batches, builds, readers, units
 from chatseek_unitize.deps import Deps
 from chatseek_unitize.model import RECIPE_VERSION
 from chatseek_unitize.schema import OWNER
+from chatseek_unitize.store import unit_counts
 
 __all__ = ["UnitizeServicer"]
 
@@ -197,11 +198,8 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
         def read() -> pb.GetStatusResponse:
             conn = self._conn()
             pending = units.recut_pending(conn)
-            counts = {
-                str(kind): int(n)
-                for kind, n in conn.execute("SELECT kind, COUNT(*) FROM units GROUP BY kind")
-            }
-            built = int(conn.execute("SELECT COUNT(*) FROM current_builds").fetchone()[0])
+            counts = unit_counts(conn)
+            built = builds.built_chats(conn)
             return pb.GetStatusResponse(
                 status=service_status(
                     OWNER,

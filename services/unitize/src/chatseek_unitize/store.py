@@ -29,7 +29,9 @@ __all__ = [
     "UnitWriter",
     "held_units",
     "stored_units",
+    "thread_units",
     "topic_key",
+    "unit_counts",
 ]
 
 UNIT_EVENT = "unit"
@@ -143,6 +145,22 @@ def stored_units(
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM units WHERE account = ? AND chat_id = ? AND ({where})",
         (account, chat_id, *params),
+    )
+    return [_stored(r) for r in rows]
+
+
+def thread_units(
+    conn: Connection, account: str, chat_id: int, roots: Iterable[int]
+) -> list[StoredUnit]:
+    """The thread units of one chat whose roots are ``roots`` (keys ``t:<root>:<part>``), by
+    root, then key: one statement, an index range per root."""
+    cols = ", ".join(f"u.{c.strip()}" for c in _COLUMNS.split(","))
+    rows = conn.execute(
+        f"SELECT {cols} FROM json_each(?) AS r JOIN units AS u"
+        " ON u.account = ? AND u.chat_id = ? AND u.kind = 'thread'"
+        " AND u.key >= 't:' || r.value || ':' AND u.key < 't:' || r.value || ';'"
+        " ORDER BY r.value, u.key",
+        (_JSON(sorted(set(roots))), account, chat_id),
     )
     return [_stored(r) for r in rows]
 
@@ -374,3 +392,11 @@ class UnitWriter:
             feed.append(self.conn, self.events)
             self.events = []
         return count
+
+
+def unit_counts(conn: Connection) -> dict[str, int]:
+    """How many units of each kind ``unitize.db`` holds (for status)."""
+    return {
+        str(kind): int(n)
+        for kind, n in conn.execute("SELECT kind, COUNT(*) FROM units GROUP BY kind")
+    }

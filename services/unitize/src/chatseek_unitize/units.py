@@ -38,7 +38,13 @@ from chatseek_unitize.cutting import (
     thread_roots_of,
 )
 from chatseek_unitize.model import RECIPE_VERSION, CutConfig, Msg, Unit, content_hash
-from chatseek_unitize.store import StoredUnit, UnitWriter, held_units, stored_units
+from chatseek_unitize.store import (
+    StoredUnit,
+    UnitWriter,
+    held_units,
+    stored_units,
+    thread_units,
+)
 
 __all__ = [
     "DEFAULT_BATCH",
@@ -460,23 +466,6 @@ def _thread_roots(
         starts = _close_down(conn, account, chat_id, fresh, pool)
 
 
-def _thread_units(
-    conn: Connection, account: str, chat_id: int, roots: Iterable[int]
-) -> list[StoredUnit]:
-    out: list[StoredUnit] = []
-    for root in sorted(set(roots)):
-        out.extend(
-            stored_units(
-                conn,
-                account,
-                chat_id,
-                "kind = 'thread' AND key >= ? AND key < ?",
-                (f"t:{root}:", f"t:{root};"),
-            )
-        )
-    return out
-
-
 def _recut_threads(
     conn: Connection,
     writer: UnitWriter,
@@ -513,7 +502,7 @@ def _recut_threads(
         candidates.add(child.msg_id)
     roots = _thread_roots(conn, account, chat_id, {c for c in candidates if c in pool}, pool)
     new = cut_threads(pool.values(), cfg, roots=roots) if roots else []
-    old = _thread_units(conn, account, chat_id, candidates | roots)
+    old = thread_units(conn, account, chat_id, candidates | roots)
     writer.sync(chat_id, None, old, new)
 
 

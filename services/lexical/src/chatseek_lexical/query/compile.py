@@ -263,6 +263,9 @@ class Compiler:
         self._fts_cache: dict[int, str | None] = {}
         self._terms: dict[int, list[str]] = {}
         self._pred_cache: dict[int, Sql | None] = {}
+        # While ``pool_where`` compiles: the text leaves known true (None otherwise).
+        self._known: frozenset[int] | None = None
+        self._pool_where: dict[int, Sql] = {}
         self._senders: list[_Named] | None = None
         self._chats: list[_Named] | None = None
 
@@ -286,6 +289,26 @@ class Compiler:
         """Scope AND the whole tree (a void tree matches nothing)."""
         predicate = self.predicate(root)
         return _and([self.scope_sql(), FALSE if predicate is None else predicate])
+
+    def pool_where(self, root: Node) -> Sql:
+        """``where(root)`` for a few rows drawn from the matches of ``rank_query(root)``.
+
+        A relevance page joins only its best-scored matches (see ``execute._relevance_page``),
+        and ``where``'s text conditions would each gather every match of their words first. Here
+        a text leaf is checked row by row against msg_fts instead, and when the rank query
+        requires every positive text leaf, those leaves hold for each of the rows already.
+        """
+        key = id(root)
+        if key not in self._pool_where:
+            leaves = self._positive_text(root)
+            known = {id(leaf) for leaf in leaves} if self._ranks_all(root, leaves) else set()
+            saved = self._pred_cache
+            self._pred_cache, self._known = {}, frozenset(known)
+            try:
+                self._pool_where[key] = self.where(root)
+            finally:
+                self._pred_cache, self._known = saved, None
+        return self._pool_where[key]
 
     # --- nodes ---
 
@@ -329,6 +352,12 @@ class Compiler:
                 return None
             if not fts:
                 return FALSE
+            if self._known is not None:
+                if id(leaf) in self._known:
+                    return TRUE
+                return Sql(
+                    "EXISTS (SELECT 1 FROM msg_fts WHERE msg_fts MATCH ? AND rowid = m.mid)", (fts,)
+                )
             return Sql("m.mid IN (SELECT rowid FROM msg_fts WHERE msg_fts MATCH ?)", (fts,))
         handler = {
             "body": self._body,
@@ -859,8 +888,12 @@ class Compiler:
         parts = [f"( {fts} )" for leaf in leaves if (fts := self.fts(leaf))]
         if not parts:
             return None
-        joiner = " AND " if len(parts) == len(leaves) and _all_required(root) else " OR "
+        joiner = " AND " if self._ranks_all(root, leaves) else " OR "
         return joiner.join(parts)
+
+    def _ranks_all(self, root: Node, leaves: list[Leaf]) -> bool:
+        """Whether ``rank_query`` ANDs ``leaves`` (every positive text leaf of ``root``)."""
+        return bool(leaves) and all(self.fts(leaf) for leaf in leaves) and _all_required(root)
 
     def highlight_terms(self, root: Node) -> set[str]:
         """The indexed words the positive ``text`` leaves of ``root`` match (for snippets)."""

@@ -802,19 +802,14 @@ def _page(
 ) -> list[tuple[Any, ...]]:
     """Up to ``limit + 1`` matching rows after ``token``; ``album`` keeps one media group's."""
     where = prepared.where
+    if order == ORDER_RELEVANCE:
+        where = prepared.compiler.pool_where(prepared.tree.root)
     params: list[Any] = []
     text = where.text
     if album is not None:
         text = f"({where.text}) AND m.account = ? AND m.chat_id = ? AND m.grouped_id = ?"
     if order == ORDER_RELEVANCE:
-        return _relevance_page(
-            conn,
-            where.text if album is None else text,
-            [*where.params, *(album or ())],
-            rank,
-            token,
-            limit,
-        )
+        return _relevance_page(conn, text, [*where.params, *(album or ())], rank, token, limit)
     else:
         sql = (
             "SELECT m.mid, m.account, m.chat_id, m.msg_id, m.date FROM ingest.messages AS m"
