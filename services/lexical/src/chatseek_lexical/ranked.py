@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,13 @@ MAX_QUERY_TERMS = 64
 UNIT_KINDS = ("window", "thread", "post")
 CHUNK_KIND = "conversation"
 MESSAGE_UNIT_KINDS = (*UNIT_KINDS, CHUNK_KIND)
+# The message list joins only its best-scored matches with the stores, this many times the rows
+# it returns at first, growing eightfold until the list is provably whole (see ``_best_units``).
+POOL_FACTOR = 4
+POOL_MIN = 256
+POOL_GROWTH = 8
+
+Run = Callable[[str, int], list[tuple[Any, ...]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +163,7 @@ def unit_list(
         f" WHERE unit_fts MATCH :match{where}"
         " ORDER BY score DESC, unit_fts.rowid LIMIT :limit"
     )
-    found = _and_then_or(conn, sql, params, query_text, limit, require_ready)
+    found = _and_then_or(conn, _plain(conn, sql, params), query_text, limit, require_ready)
     return [(int(r[0]), float(r[1])) for r in found]
 
 
@@ -187,7 +194,7 @@ def chunk_list(
         f" WHERE chunk_fts MATCH :match{where}"
         " ORDER BY score DESC, chunk_fts.rowid LIMIT :limit"
     )
-    found = _and_then_or(conn, sql, params, query_text, limit, require_ready)
+    found = _and_then_or(conn, _plain(conn, sql, params), query_text, limit, require_ready)
     return [(int(r[0]), float(r[1])) for r in found]
 
 
@@ -219,19 +226,52 @@ def message_list(
     filters = _Filters(account_scope, chat_ids, since, until, kinds)
     where, params = _unit_filters(filters, allowed=MESSAGE_UNIT_KINDS, default=UNIT_KINDS)
     sql = (
-        "WITH h AS MATERIALIZED ("
-        f"SELECT rowid AS mid, -bm25(msg_fts, {RAW_WEIGHT}, {STEM_WEIGHT}) AS score"
-        " FROM msg_fts WHERE msg_fts MATCH :match)"
-        " SELECT um.unit_id, MAX(h.score) AS best, m.msg_id"
-        " FROM h CROSS JOIN ingest.messages m ON m.mid = h.mid"
+        "SELECT um.unit_id, MAX(h.score) AS best, m.msg_id,"
+        " (SELECT MIN(value ->> 1) FROM json_each(:pool)) AS worst"
+        " FROM (SELECT value ->> 0 AS mid, value ->> 1 AS score FROM json_each(:pool)) AS h"
+        " CROSS JOIN ingest.messages m ON m.mid = h.mid"
         " CROSS JOIN unitize.unit_members um ON um.account = m.account"
         "   AND um.chat_id = m.chat_id AND um.msg_id = m.msg_id"
         " CROSS JOIN unitize.units u ON u.unit_id = um.unit_id"
         f" WHERE 1{where}"
         " GROUP BY um.unit_id ORDER BY best DESC, um.unit_id LIMIT :limit"
     )
-    found = _and_then_or(conn, sql, params, query_text, limit, require_ready)
+
+    def run(match: str, want: int) -> list[tuple[Any, ...]]:
+        return _best_units(conn, sql, params, match, want)
+
+    found = _and_then_or(conn, run, query_text, limit, require_ready)
     return [(int(r[0]), float(r[1]), int(r[2])) for r in found]
+
+
+def _best_units(
+    conn: db.Connection, sql: str, params: dict[str, object], match: str, limit: int
+) -> list[tuple[Any, ...]]:
+    """The ``limit`` best units by their best message's score, joining few messages.
+
+    Each match's message row and units cost far more to join than the match costs to score, so
+    the matches are read best first and joined a pool at a time. The units are the true ones
+    when the pool holds every match, or when the ``limit``-th unit's best message scores above
+    the pool's worst: a message left out scores no higher than that, so it can neither be a
+    listed unit's best nor lift another unit into the list. Otherwise the pool grows (bm25 runs
+    once; the pool is read further from the same cursor).
+    """
+    ranked = conn.execute(
+        f"SELECT rowid, -bm25(msg_fts, {RAW_WEIGHT}, {STEM_WEIGHT}) AS score FROM msg_fts"
+        " WHERE msg_fts MATCH ? ORDER BY score DESC, rowid",
+        (match,),
+    )
+    pool: list[tuple[int, float]] = []
+    want = max(POOL_MIN, POOL_FACTOR * limit)
+    while True:
+        more = ranked.fetchmany(want - len(pool))
+        pool.extend((int(r[0]), float(r[1])) for r in more)
+        pairs = json.dumps(pool)
+        rows = [tuple(r) for r in conn.execute(sql, {**params, "pool": pairs, "limit": limit})]
+        if len(pool) < want or (len(rows) == limit and rows[-1][1] > rows[-1][3]):
+            ranked.close()
+            return rows
+        want *= POOL_GROWTH
 
 
 # --- shared machinery ---
@@ -282,14 +322,9 @@ def _unit_filters(
 
 
 def _and_then_or(
-    conn: db.Connection,
-    sql: str,
-    params: dict[str, object],
-    query_text: str,
-    limit: int,
-    require_ready: bool,
+    conn: db.Connection, run: Run, query_text: str, limit: int, require_ready: bool
 ) -> list[tuple[Any, ...]]:
-    """Run ``sql`` with the ANDed terms, then top up from the ORed terms; rows best first."""
+    """``run`` the ANDed terms, then top up from the ORed terms; rows best first."""
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidValue(
             f"limit must be between 1 and {MAX_LIMIT}",
@@ -302,22 +337,21 @@ def _and_then_or(
     if not terms:
         return []
     with db.storage_errors():
-        rows = _run(conn, sql, params, match_expression(terms, "AND"), limit)
+        rows = run(match_expression(terms, "AND"), limit)
         if len(rows) < limit and len(terms) > 1:
             seen = {r[0] for r in rows}
-            extra = _run(conn, sql, params, match_expression(terms, "OR"), limit + len(rows))
+            extra = run(match_expression(terms, "OR"), limit + len(rows))
             rows.extend(r for r in extra if r[0] not in seen)
             del rows[limit:]
     log.debug("lexical ranked list: %d terms, %d rows", len(terms), len(rows))
     return rows
 
 
-def _run(
-    conn: db.Connection,
-    sql: str,
-    params: dict[str, object],
-    match: str,
-    limit: int,
-) -> list[tuple[Any, ...]]:
-    cur = conn.execute(sql, {**params, "match": match, "limit": limit})
-    return [tuple(r) for r in cur]
+def _plain(conn: db.Connection, sql: str, params: dict[str, object]) -> Run:
+    """Run ``sql`` (named ``:match`` and ``:limit``) as it is."""
+
+    def run(match: str, limit: int) -> list[tuple[Any, ...]]:
+        cur = conn.execute(sql, {**params, "match": match, "limit": limit})
+        return [tuple(r) for r in cur]
+
+    return run
