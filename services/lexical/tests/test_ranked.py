@@ -333,34 +333,39 @@ def test_message_list_uses_and_then_or_too(stores: Stores) -> None:
     [{}, {"limit": 3}, {"chat_ids": [OTHER_CHAT]}, {"kinds": ["thread"]}, {"limit": 1}],
 )
 @pytest.mark.parametrize("query", ["rent deposit", "rent", "deposit flat beach"])
-def test_a_message_list_read_a_small_pool_at_a_time_finds_the_same_units(
+def test_lists_read_a_small_pool_at_a_time_find_the_same_rows(
     stores: Stores, monkeypatch: pytest.MonkeyPatch, query: str, options: dict[str, Any]
 ) -> None:
     words = ["rent", "deposit", "flat", "beach", "rent rent", "deposit deposit deposit"]
     for chat in (CHAT, OTHER_CHAT):
+        texts = {}
         for n in range(1, 41):
             text = " ".join(words[(n * k) % len(words)] for k in range(1, n % 5 + 2))
-            stores.ingest.put_message(chat, n, f"{text} filler {n}")
-        for first in range(1, 41, 4):
-            stores.unitize.put_unit(
-                chat, "window", list(range(first, first + 4)), "...", key=f"w:{first}"
-            )
-        for root in (2, 9, 17):
-            stores.unitize.put_unit(
-                chat, "thread", [root, root + 1, root + 5], "...", key=f"t:{root}"
-            )
+            texts[n] = f"{text} filler {n}"
+            stores.ingest.put_message(chat, n, texts[n])
+        members = [("window", f"w:{f}", list(range(f, f + 4))) for f in range(1, 41, 4)]
+        members += [("thread", f"t:{r}", [r, r + 1, r + 5]) for r in (2, 9, 17)]
+        for kind, key, ids in members:
+            text = "\n".join(texts[i] for i in ids)
+            stores.unitize.put_unit(chat, kind, ids, text, key=key)
     apply_feeds(stores.lex)
     limit = options.pop("limit", 10)
-    whole = message_list(stores.lex, query, limit=limit, **options)
-    assert whole
-    # One scored match joined at first, growing by two: the list stops both when the matches
-    # run out and when its last unit scores above the pool's worst match.
+    whole = [
+        message_list(stores.lex, query, limit=limit, **options),
+        unit_list(stores.lex, query, limit=limit, **options),
+    ]
+    assert all(whole)
+    # One scored match joined at first, growing by two: a list stops both when the matches run
+    # out and when its last row scores above the pool's worst match.
     from chatseek_lexical import ranked
 
     monkeypatch.setattr(ranked, "POOL_MIN", 1)
     monkeypatch.setattr(ranked, "POOL_FACTOR", 1)
     monkeypatch.setattr(ranked, "POOL_GROWTH", 2)
-    assert message_list(stores.lex, query, limit=limit, **options) == whole
+    assert [
+        message_list(stores.lex, query, limit=limit, **options),
+        unit_list(stores.lex, query, limit=limit, **options),
+    ] == whole
 
 
 def test_a_tie_at_the_edge_of_the_pool_grows_it(
