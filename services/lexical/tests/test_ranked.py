@@ -328,6 +328,64 @@ def test_message_list_uses_and_then_or_too(stores: Stores) -> None:
     assert third not in [unit for unit, _, _ in message_list(stores.lex, "flat", limit=5)]
 
 
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"limit": 3}, {"chat_ids": [OTHER_CHAT]}, {"kinds": ["thread"]}, {"limit": 1}],
+)
+@pytest.mark.parametrize("query", ["rent deposit", "rent", "deposit flat beach"])
+def test_lists_read_a_small_pool_at_a_time_find_the_same_rows(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch, query: str, options: dict[str, Any]
+) -> None:
+    words = ["rent", "deposit", "flat", "beach", "rent rent", "deposit deposit deposit"]
+    for chat in (CHAT, OTHER_CHAT):
+        texts = {}
+        for n in range(1, 41):
+            text = " ".join(words[(n * k) % len(words)] for k in range(1, n % 5 + 2))
+            texts[n] = f"{text} filler {n}"
+            stores.ingest.put_message(chat, n, texts[n])
+        members = [("window", f"w:{f}", list(range(f, f + 4))) for f in range(1, 41, 4)]
+        members += [("thread", f"t:{r}", [r, r + 1, r + 5]) for r in (2, 9, 17)]
+        for kind, key, ids in members:
+            text = "\n".join(texts[i] for i in ids)
+            stores.unitize.put_unit(chat, kind, ids, text, key=key)
+    apply_feeds(stores.lex)
+    limit = options.pop("limit", 10)
+    whole = [
+        message_list(stores.lex, query, limit=limit, **options),
+        unit_list(stores.lex, query, limit=limit, **options),
+    ]
+    assert all(whole)
+    # One scored match joined at first, growing by two: a list stops both when the matches run
+    # out and when its last row scores above the pool's worst match.
+    from chatseek_lexical import ranked
+
+    monkeypatch.setattr(ranked, "POOL_MIN", 1)
+    monkeypatch.setattr(ranked, "POOL_FACTOR", 1)
+    monkeypatch.setattr(ranked, "POOL_GROWTH", 2)
+    assert [
+        message_list(stores.lex, query, limit=limit, **options),
+        unit_list(stores.lex, query, limit=limit, **options),
+    ] == whole
+
+
+def test_a_tie_at_the_edge_of_the_pool_grows_it(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two messages with the same text score the same; the first stored (read first) is in the
+    # unit made last. Units that tie rank by id, so the whole list starts with the other one.
+    stores.ingest.put_message(CHAT, 1, "deposit returned in full")
+    stores.ingest.put_message(CHAT, 2, "deposit returned in full")
+    earlier = stores.unitize.put_unit(CHAT, "window", [2], "...", key="w:2")
+    later = stores.unitize.put_unit(CHAT, "window", [1], "...", key="w:1")
+    apply_feeds(stores.lex)
+    from chatseek_lexical import ranked
+
+    monkeypatch.setattr(ranked, "POOL_MIN", 1)
+    monkeypatch.setattr(ranked, "POOL_FACTOR", 1)
+    rows = message_list(stores.lex, "deposit", limit=1)
+    assert earlier < later and [unit for unit, _, _ in rows] == [earlier]
+
+
 # --- readiness ---
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,13 @@ MAX_QUERY_TERMS = 64
 UNIT_KINDS = ("window", "thread", "post")
 CHUNK_KIND = "conversation"
 MESSAGE_UNIT_KINDS = (*UNIT_KINDS, CHUNK_KIND)
+# Each list joins only its best-scored matches with the stores, this many times the rows it
+# returns at first, growing eightfold until the list is provably whole (see ``_pooled``).
+POOL_FACTOR = 4
+POOL_MIN = 256
+POOL_GROWTH = 8
+
+Run = Callable[[str, int], list[tuple[Any, ...]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,13 +157,8 @@ def unit_list(
     """
     filters = _Filters(account_scope, chat_ids, since, until, kinds)
     where, params = _unit_filters(filters, allowed=UNIT_KINDS, default=UNIT_KINDS)
-    sql = (
-        f"SELECT unit_fts.rowid, -bm25(unit_fts, {RAW_WEIGHT}, {STEM_WEIGHT}) AS score"
-        " FROM unit_fts CROSS JOIN unitize.units u ON u.unit_id = unit_fts.rowid"
-        f" WHERE unit_fts MATCH :match{where}"
-        " ORDER BY score DESC, unit_fts.rowid LIMIT :limit"
-    )
-    found = _and_then_or(conn, sql, params, query_text, limit, require_ready)
+    run = _pooled(conn, "unit_fts", _unit_join(where), params)
+    found = _and_then_or(conn, run, query_text, limit, require_ready)
     return [(int(r[0]), float(r[1])) for r in found]
 
 
@@ -181,13 +183,8 @@ def chunk_list(
     """
     filters = _Filters(account_scope, chat_ids, since, until, (CHUNK_KIND,))
     where, params = _unit_filters(filters, allowed=(CHUNK_KIND,), default=(CHUNK_KIND,))
-    sql = (
-        f"SELECT chunk_fts.rowid, -bm25(chunk_fts, {RAW_WEIGHT}, {STEM_WEIGHT}) AS score"
-        " FROM chunk_fts CROSS JOIN unitize.units u ON u.unit_id = chunk_fts.rowid"
-        f" WHERE chunk_fts MATCH :match{where}"
-        " ORDER BY score DESC, chunk_fts.rowid LIMIT :limit"
-    )
-    found = _and_then_or(conn, sql, params, query_text, limit, require_ready)
+    run = _pooled(conn, "chunk_fts", _unit_join(where), params)
+    found = _and_then_or(conn, run, query_text, limit, require_ready)
     return [(int(r[0]), float(r[1])) for r in found]
 
 
@@ -219,18 +216,17 @@ def message_list(
     filters = _Filters(account_scope, chat_ids, since, until, kinds)
     where, params = _unit_filters(filters, allowed=MESSAGE_UNIT_KINDS, default=UNIT_KINDS)
     sql = (
-        "WITH h AS MATERIALIZED ("
-        f"SELECT rowid AS mid, -bm25(msg_fts, {RAW_WEIGHT}, {STEM_WEIGHT}) AS score"
-        " FROM msg_fts WHERE msg_fts MATCH :match)"
-        " SELECT um.unit_id, MAX(h.score) AS best, m.msg_id"
-        " FROM h CROSS JOIN ingest.messages m ON m.mid = h.mid"
+        f"SELECT um.unit_id, MAX(h.score) AS best, m.msg_id, {_WORST}"
+        f" FROM {_POOL} AS h"
+        " CROSS JOIN ingest.messages m ON m.mid = h.rid"
         " CROSS JOIN unitize.unit_members um ON um.account = m.account"
         "   AND um.chat_id = m.chat_id AND um.msg_id = m.msg_id"
         " CROSS JOIN unitize.units u ON u.unit_id = um.unit_id"
         f" WHERE 1{where}"
         " GROUP BY um.unit_id ORDER BY best DESC, um.unit_id LIMIT :limit"
     )
-    found = _and_then_or(conn, sql, params, query_text, limit, require_ready)
+    run = _pooled(conn, "msg_fts", sql, params)
+    found = _and_then_or(conn, run, query_text, limit, require_ready)
     return [(int(r[0]), float(r[1]), int(r[2])) for r in found]
 
 
@@ -282,14 +278,9 @@ def _unit_filters(
 
 
 def _and_then_or(
-    conn: db.Connection,
-    sql: str,
-    params: dict[str, object],
-    query_text: str,
-    limit: int,
-    require_ready: bool,
+    conn: db.Connection, run: Run, query_text: str, limit: int, require_ready: bool
 ) -> list[tuple[Any, ...]]:
-    """Run ``sql`` with the ANDed terms, then top up from the ORed terms; rows best first."""
+    """``run`` the ANDed terms, then top up from the ORed terms; rows best first."""
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidValue(
             f"limit must be between 1 and {MAX_LIMIT}",
@@ -302,22 +293,60 @@ def _and_then_or(
     if not terms:
         return []
     with db.storage_errors():
-        rows = _run(conn, sql, params, match_expression(terms, "AND"), limit)
+        rows = run(match_expression(terms, "AND"), limit)
         if len(rows) < limit and len(terms) > 1:
             seen = {r[0] for r in rows}
-            extra = _run(conn, sql, params, match_expression(terms, "OR"), limit + len(rows))
+            extra = run(match_expression(terms, "OR"), limit + len(rows))
             rows.extend(r for r in extra if r[0] not in seen)
             del rows[limit:]
     log.debug("lexical ranked list: %d terms, %d rows", len(terms), len(rows))
     return rows
 
 
-def _run(
-    conn: db.Connection,
-    sql: str,
-    params: dict[str, object],
-    match: str,
-    limit: int,
-) -> list[tuple[Any, ...]]:
-    cur = conn.execute(sql, {**params, "match": match, "limit": limit})
-    return [tuple(r) for r in cur]
+# The best-scored matches of one FTS table as JSON pairs ``[rowid, score]`` for a join, and
+# the worst score among them.
+_POOL = "(SELECT value ->> 0 AS rid, value ->> 1 AS score FROM json_each(:pool))"
+_WORST = "(SELECT MIN(value ->> 1) FROM json_each(:pool)) AS worst"
+
+
+def _unit_join(where: str) -> str:
+    """The pool's rows that are units passing ``where``, best first, ``worst`` last."""
+    return (
+        f"SELECT h.rid, h.score, {_WORST} FROM {_POOL} AS h"
+        f" CROSS JOIN unitize.units u ON u.unit_id = h.rid WHERE 1{where}"
+        " ORDER BY h.score DESC, h.rid LIMIT :limit"
+    )
+
+
+def _pooled(conn: db.Connection, table: str, sql: str, params: dict[str, object]) -> Run:
+    """Run ``sql`` over the best-scored matches of ``table``, a pool at a time.
+
+    ``sql`` ranks rows drawn from the ``:pool`` of matches (through ``_POOL``), at most
+    ``:limit``, each row's score second and the pool's worst score (``_WORST``) last. Joining a
+    match with the stores for the filters costs more than scoring it, so the matches are read
+    best first and joined a pool at a time. The rows are the true ones when the pool held every
+    match, or when the last of ``limit`` rows scores above the pool's worst: a match left out
+    scores no higher than that, so it can neither raise a listed row nor add one. Else the pool
+    grows (bm25 runs once: the pool is read further from the same cursor).
+    """
+
+    def run(match: str, limit: int) -> list[tuple[Any, ...]]:
+        ranked = conn.execute(
+            f"SELECT rowid, -bm25({table}, {RAW_WEIGHT}, {STEM_WEIGHT}) AS score FROM {table}"
+            f" WHERE {table} MATCH ? ORDER BY score DESC, rowid",
+            (match,),
+        )
+        pool: list[tuple[int, float]] = []
+        want = max(POOL_MIN, POOL_FACTOR * limit)
+        try:
+            while True:
+                pool.extend((int(r[0]), float(r[1])) for r in ranked.fetchmany(want - len(pool)))
+                args = {**params, "pool": json.dumps(pool), "limit": limit}
+                rows = [tuple(r) for r in conn.execute(sql, args)]
+                if len(pool) < want or (len(rows) == limit and rows[-1][1] > rows[-1][-1]):
+                    return rows
+                want *= POOL_GROWTH
+        finally:
+            ranked.close()
+
+    return run
