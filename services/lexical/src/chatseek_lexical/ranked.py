@@ -26,6 +26,7 @@ from chatseek_core import db
 from chatseek_core.errors import InvalidValue
 from chatseek_core.stopwords import STOP_WORDS
 from chatseek_core.text import stem, words
+from chatseek_lexical.pools import POOL_FACTOR, POOL_GROWTH, POOL_MIN
 from chatseek_lexical.readiness import require_words_ready
 
 __all__ = [
@@ -51,11 +52,6 @@ MAX_QUERY_TERMS = 64
 UNIT_KINDS = ("window", "thread", "post")
 CHUNK_KIND = "conversation"
 MESSAGE_UNIT_KINDS = (*UNIT_KINDS, CHUNK_KIND)
-# Each list joins only its best-scored matches with the stores, this many times the rows it
-# returns at first, growing eightfold until the list is provably whole (see ``_pooled``).
-POOL_FACTOR = 4
-POOL_MIN = 256
-POOL_GROWTH = 8
 
 Run = Callable[[str, int], list[tuple[Any, ...]]]
 

@@ -34,6 +34,7 @@ import chatseek_lexical.query.values as values
 from chatseek_core.errors import ChatNotFound, IndexNotReady, InvalidValue
 from chatseek_core.render import ALBUM_MAX
 from chatseek_core.text import normalise
+from chatseek_lexical.pools import POOL_FACTOR, POOL_GROWTH, POOL_MIN
 from chatseek_lexical.query.ast import (
     LANGUAGE,
     TREE_VERSION,
@@ -739,13 +740,6 @@ def _groups_of(conn: QueryConnection, mids: Sequence[int]) -> dict[int, int]:
         (json.dumps(list(mids)),),
     ).fetchall()
     return {int(r[0]): int(r[1]) for r in rows}
-
-
-# The best-scored matches read first for a relevance page, times the rows the page needs; grown
-# eightfold until the page is provably complete (see ``_relevance_page``).
-POOL_FACTOR = 4
-POOL_MIN = 256
-POOL_GROWTH = 8
 
 
 def _relevance_page(
