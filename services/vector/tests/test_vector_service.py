@@ -224,3 +224,59 @@ async def test_a_unit_re_cut_while_it_was_embedded_gets_its_new_text_in_the_same
     assert report["remaining"] == 0
     reply = await call(stub.Knn, pb.KnnRequest(query="mountain railway", k=1))
     assert reply.neighbours[0].unit_id == 2
+
+
+class _CountingEmbed:
+    """The real embed service's stub, counting the Embed calls that reach it; ``fail_first``
+    makes the first one fail the way an unreachable embed service does."""
+
+    def __init__(self, stub: Any, fail_first: bool = False) -> None:
+        self._stub = stub
+        self.ListModels = stub.ListModels
+        self.calls = 0
+        self._fail = fail_first
+
+    async def Embed(self, request: Any, **kwargs: Any) -> Any:  # noqa: N802 - the RPC's name
+        self.calls += 1
+        if self._fail:
+            self._fail = False
+            raise errors.Unavailable("embed is restarting")
+        return await self._stub.Embed(request, **kwargs)
+
+
+async def test_a_query_vector_is_embedded_once_for_concurrent_and_repeated_askers(
+    tmp_path: Path,
+) -> None:
+    from chatseek.embed.v1 import embed_service_pb2, embed_service_pb2_grpc
+    from chatseek_vector.worker import Worker
+
+    embed_settings = temp_settings(tmp_path, "embed")
+    async with (
+        serving(
+            embed_server.create_server(embed_settings, embed_server.load_models(embed_settings))
+        ) as embed_addr,
+        grpc.aio.insecure_channel(embed_addr) as channel,
+    ):
+        stub = embed_service_pb2_grpc.EmbedServiceStub(channel)
+        counting = _CountingEmbed(stub)
+        worker = Worker(db.ThreadConnections(tmp_path / "vector.db"), counting, 60.0)  # type: ignore[arg-type]
+        identity, _ = await worker.identity()
+        first, second = await asyncio.gather(
+            worker.embed_query(identity, "bank account"),
+            worker.embed_query(identity, "bank account"),
+        )
+        again = await worker.embed_query(identity, "bank account")
+        assert counting.calls == 1
+        direct = await worker.embed_texts(["bank account"], embed_service_pb2.ROLE_QUERY)
+        assert np.array_equal(first, direct[0]) and np.array_equal(second, first)
+        assert np.array_equal(again, first)
+        await worker.embed_query(identity, "waterfall hike")
+        assert counting.calls == 3  # another question (and the direct call above)
+
+        failing = _CountingEmbed(stub, fail_first=True)
+        worker = Worker(db.ThreadConnections(tmp_path / "vector.db"), failing, 60.0)  # type: ignore[arg-type]
+        with pytest.raises(errors.Unavailable):
+            await worker.embed_query(identity, "bank account")
+        vector = await worker.embed_query(identity, "bank account")  # the failure was not kept
+        assert failing.calls == 2
+        assert np.array_equal(vector, first)

@@ -1,7 +1,9 @@
 """Nearest units to a query vector, with chat, date, kind and account filters inside the scan.
 
 Exact search asks the float vec0 table (cosine, partitioned by chat, so a few chats scan only
-their partitions). Above ``QUANTISE_ABOVE`` vectors in scope the quantised path runs in three
+their partitions). Above ``QUANTISE_ABOVE`` vectors in scope, and for the chunks of current
+conversation builds (a small share of their chats' vectors, which vec0 would all scan), the
+quantised path runs in three
 stages over the sign bits that ``vbit_<space>`` stores: Hamming distance to every code in scope
 keeps a shortlist; the query's float values against each shortlisted code's bits (an asymmetric
 estimate, 1 bit for the stored side only) keep the rescore set; exact cosines of the stored
@@ -49,6 +51,7 @@ RESCORE_MIN = 500
 RESCORE_MAX = 2_000
 RESCORE_DIVISOR = 200
 RESCORE_PER_K = 20
+CHUNK_RESCORE_PER_K = 5
 # More pending changes than this share of the cached codes: reload instead of patching.
 RELOAD_SHARE = 0.1
 # Dead rows above this share of the cached rows: compact the arrays.
@@ -448,44 +451,53 @@ def _rescore(
     vector: np.ndarray,
     unit_ids: Sequence[int],
     flt: KnnFilter,
+    k: int,
 ) -> list[tuple[int, float, int]]:
-    """Exact cosine of the candidates that are still embedded and still pass the filter."""
-    found: list[tuple[int, int, bytes | None]] = []
-    for unit_id, chat_id, kind, account, blob in conn.execute(
-        "SELECT e.unit_id, e.chat_id, e.kind, e.account, c.vector FROM json_each(?) j CROSS JOIN"
-        " embedded_units e ON e.space_id = ? AND e.unit_id = j.value"
-        " LEFT JOIN vector_cache c ON c.space_id = e.space_id"
-        " AND c.content_hash = e.content_hash",
-        (json.dumps([int(u) for u in unit_ids]), space.space_id),
-    ):
-        if flt.chat_ids and chat_id not in flt.chat_ids:
-            continue
-        if flt.kinds and kind not in flt.kinds:
-            continue
-        if flt.accounts and account not in flt.accounts:
-            continue
-        found.append((int(unit_id), int(chat_id), blob))
+    """The ``k`` best exact cosines among the candidates still embedded and passing the filter
+    (best first, ties by unit id)."""
+    chats, kinds, accounts = set(flt.chat_ids), set(flt.kinds), set(flt.accounts)
+    found = [
+        row
+        for row in conn.execute(
+            "SELECT e.unit_id, e.chat_id, e.kind, e.account, c.vector FROM json_each(?) j"
+            " CROSS JOIN embedded_units e ON e.space_id = ? AND e.unit_id = j.value"
+            " LEFT JOIN vector_cache c ON c.space_id = e.space_id"
+            " AND c.content_hash = e.content_hash",
+            (json.dumps([int(u) for u in unit_ids]), space.space_id),
+        )
+        if (not chats or row[1] in chats)
+        and (not kinds or row[2] in kinds)
+        and (not accounts or row[3] in accounts)
+    ]
     if not found:
         return []
-    table = float_table(space.space_id)
-    blobs = []
-    for unit_id, _, blob in found:
-        if blob is None:
-            row = conn.execute(
-                f"SELECT embedding FROM {table} WHERE unit_id = ?", (unit_id,)
-            ).fetchone()
-            blob = row[0] if row is not None else bytes(4 * space.identity.dim)
-        blobs.append(blob)
-    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(found), -1)
+    missing = [int(row[0]) for row in found if row[4] is None]
+    stored: dict[int, bytes] = {}
+    if missing:
+        stored = dict(
+            conn.execute(
+                f"SELECT f.unit_id, f.embedding FROM json_each(?) j CROSS JOIN"
+                f" {float_table(space.space_id)} f ON f.unit_id = j.value",
+                (json.dumps(missing),),
+            ).fetchall()
+        )
+    empty = bytes(4 * space.identity.dim)
+    blobs = b"".join(
+        row[4] if row[4] is not None else stored.get(int(row[0]), empty) for row in found
+    )
+    matrix = np.frombuffer(blobs, dtype="<f4").reshape(len(found), -1)
     query = np.asarray(vector, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
     cosines = (matrix @ query) / np.where(norms > 0, norms, 1.0)
-    scored = [
-        (unit_id, float(cos), chat_id)
-        for (unit_id, chat_id, _), cos in zip(found, cosines, strict=True)
-    ]
-    scored.sort(key=lambda t: (-t[1], t[0]))
-    return scored
+    ids = np.fromiter((row[0] for row in found), dtype=np.int64, count=len(found))
+    if len(found) > k:
+        # Everything tied with the k-th best stays in, so ties break by unit id below.
+        cut = np.partition(-cosines, k - 1)[k - 1]
+        keep = np.flatnonzero(-cosines <= cut)
+    else:
+        keep = np.arange(len(found))
+    order = keep[np.lexsort((ids[keep], -cosines[keep]))][:k]
+    return [(int(ids[i]), float(cosines[i]), int(found[i][1])) for i in order]
 
 
 def _quantised(
@@ -514,7 +526,7 @@ def _quantised(
         tables = query.reshape(dim_bytes, 8) @ _BYTE_BITS.T
         estimate = tables[np.arange(dim_bytes), codes].sum(axis=1)
         rows = rows[np.argpartition(-estimate, wide - 1)[:wide]]
-    return _rescore(conn, space, vector, snap.unit_ids[rows].tolist(), flt)[:k]
+    return _rescore(conn, space, vector, snap.unit_ids[rows].tolist(), flt, k)
 
 
 # --- the entry point ---
@@ -563,12 +575,16 @@ def knn(
     blob = np.ascontiguousarray(vector, dtype="<f4").tobytes()
     fetch = min(MAX_K, k * CURRENT_CHUNKS_OVERFETCH) if flt.current_chunks_only else k
     codes = _cached(conn, space)
-    if codes is None and scope_size(conn, space, flt) <= quantise_above:
+    # vec0 scans every vector of the scoped chats, whatever their kind: for conversation chunks
+    # (a small share of them) the codes path is far cheaper, and exact when the scope fits its
+    # rescoring budget.
+    chunks = flt.current_chunks_only
+    if codes is None and not chunks and scope_size(conn, space, flt) <= quantise_above:
         found = _exact(conn, space, blob, flt, fetch)
     else:
         snap = _codes_for(conn, space).snapshot()
         mask = snap.scope(flt)
-        if int(mask.sum()) > quantise_above:
+        if chunks or int(mask.sum()) > quantise_above:
             found = _quantised(
                 conn,
                 space,
@@ -579,7 +595,9 @@ def knn(
                 snap,
                 mask,
                 shortlist=shortlist,
-                rescore=rescore,
+                # Chunks only weigh the units they hold: a smaller exact rescoring will do,
+                # and the over-fetch for current chunks widens the answer, not the rescoring.
+                rescore=rescore or (max(RESCORE_MIN, k * CHUNK_RESCORE_PER_K) if chunks else None),
             )
         else:
             found = _exact(conn, space, blob, flt, fetch)

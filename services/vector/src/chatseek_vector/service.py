@@ -9,7 +9,6 @@ import grpc
 import numpy as np
 
 from chatseek.common.v1 import common_pb2
-from chatseek.embed.v1 import embed_service_pb2
 from chatseek.vector.v1 import vector_service_pb2 as pb
 from chatseek.vector.v1 import vector_service_pb2_grpc
 from chatseek_core import db
@@ -78,7 +77,7 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
         if request.vector:
             vector = np.frombuffer(request.vector, dtype="<f4")
         elif request.query.strip():
-            vector = (await worker.embed_texts([request.query], embed_service_pb2.ROLE_QUERY))[0]
+            vector = await worker.embed_query(identity, request.query)
         else:
             raise InvalidArgument("give a query or a vector", metadata={"field": "query"})
         flt = knn.KnnFilter(

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -52,6 +52,9 @@ MAX_STALLED_SWEEPS = 3
 EMBED_AHEAD = 1
 # The embedding rate (and the ETA of `chatseek embed status`) covers this many written batches.
 RATE_BATCHES = 32
+# Query vectors kept (about 1.5 KB each at 384 dimensions): one hybrid search asks for units and
+# for conversation chunks with the same question, and agents repeat questions.
+QUERY_CACHE_ENTRIES = 256
 
 
 @dataclass
@@ -184,6 +187,9 @@ class Worker:
         self.last_error: str = ""
         self.rate = Rate()
         self.totals = EmbedPass()
+        self._queries: OrderedDict[tuple[spaces.Identity, str], asyncio.Future[np.ndarray]] = (
+            OrderedDict()
+        )
 
     def nudge(self) -> None:
         """Wake the background loop."""
@@ -207,6 +213,26 @@ class Worker:
             spaces.Identity(model.name, model.revision, model.dim, model.normalized),
             model.device == "remote",
         )
+
+    async def embed_query(self, identity: spaces.Identity, text: str) -> np.ndarray:
+        """The query vector of ``text`` under ``identity``: embedded once, shared by concurrent
+        askers and kept for the last ``QUERY_CACHE_ENTRIES`` questions; a failure is not kept."""
+        key = (identity, text)
+        pending = self._queries.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self.embed_texts([text], embed_service_pb2.ROLE_QUERY))
+            self._queries[key] = pending
+            while len(self._queries) > QUERY_CACHE_ENTRIES:
+                self._queries.popitem(last=False)
+        else:
+            self._queries.move_to_end(key)
+        try:
+            vectors = await asyncio.shield(pending)
+        except BaseException:
+            if pending.done() and self._queries.get(key) is pending:
+                del self._queries[key]
+            raise
+        return np.asarray(vectors[0])
 
     async def embed_texts(self, texts: list[str], role: int) -> np.ndarray:
         """Vectors for ``texts`` from the embed service, as an ``(n, dim)`` array."""
