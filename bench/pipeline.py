@@ -290,7 +290,7 @@ def _wal_sizes(data: Path) -> dict[str, float]:
 def pipeline_section(scale: str, progress: Callable[[str], None]) -> dict[str, Any]:
     """Stage throughput, peak RSS, database sizes and query latencies at ``scale``."""
     from bench.generate import generate
-    from bench.queries import queries_section
+    from bench.queries import built_section, queries_section
     from chatseek_core.settings import load_settings
 
     n = SCALES[scale]
@@ -370,8 +370,14 @@ def pipeline_section(scale: str, progress: Callable[[str], None]) -> dict[str, A
             )
             stack.start(STAGES[4][1])
             big = n > SCALES["100k"]
-            out["queries"] = queries_section(
-                settings, env, progress, runs=30 if big else 100, cli_runs=10 if big else 20
+            runs = {"runs": 30 if big else 100, "cli_runs": 10 if big else 20}
+            out["queries"] = queries_section(settings, env, progress, **runs)
+            out["queries"]["built"] = built_section(
+                settings,
+                env,
+                progress,
+                lambda: _settle(settings, "vector", time.perf_counter()),
+                **runs,
             )
             out["peak_rss_mib"] = stack.rss()
             out["db_mib"] = _sizes(data)

@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.measure import interleaved, latency, ratio, run_wall, timings
 
-__all__ = ["RANKED", "STRICT", "queries_section"]
+__all__ = ["RANKED", "STRICT", "built_section", "queries_section"]
 
 RUNS = 100
 CLI_RUNS = 20
@@ -93,7 +93,18 @@ class _LocalSignals:
         readiness.words_ready(self.lexical)
         return list(found)
 
-    async def meaning(self, query: str, flt: Any, limit: int) -> Any:
+    async def chunks(
+        self, query: str, flt: Any, limit: int, any_word: bool
+    ) -> list[tuple[int, float, int]]:
+        from chatseek_lexical import ranked, readiness
+
+        found = ranked.chunk_list(self.lexical, query, limit=limit, **self._filter(flt))
+        readiness.words_ready(self.lexical)
+        return [(u, s, 0) for u, s in found]
+
+    async def meaning(
+        self, query: str, flt: Any, limit: int, *, current_chunks_only: bool = False
+    ) -> Any:
         from chatseek_fusion.hybrid import Neighbours
         from chatseek_vector import index, knn
 
@@ -108,6 +119,7 @@ class _LocalSignals:
                 since=flt.since,
                 until=flt.until,
                 kinds=tuple(flt.kinds),
+                current_chunks_only=current_chunks_only,
             ),
             limit,
         )
@@ -180,6 +192,7 @@ def _ranked(
     progress: Callable[[str], None],
     runs: int = RUNS,
     cli_runs: int = CLI_RUNS,
+    modes: Sequence[tuple[str, bool]] = MODES,
 ) -> Any:
     from chatseek.gateway.v1 import gateway_service_pb2 as pb
     from chatseek.gateway.v1 import search_service_pb2_grpc
@@ -191,7 +204,7 @@ def _ranked(
     run, close = _in_process(settings)
     out: dict[str, Any] = {}
     try:
-        for mode, rerank in MODES:
+        for mode, rerank in modes:
             kind = _kind(mode, rerank)
 
             def grpc_call(i: int, mode: str = mode, rerank: bool = rerank) -> None:
@@ -349,4 +362,32 @@ def queries_section(
         "cli_floor_help": latency(floor),
         "ranked": _ranked(settings, env, progress, runs, cli_runs),
         "strict": _strict(settings, env, progress, runs, cli_runs),
+    }
+
+
+def built_section(
+    settings: Any,
+    env: Mapping[str, str],
+    progress: Callable[[str], None],
+    settle: Callable[[], float],
+    *,
+    runs: int = RUNS,
+    cli_runs: int = CLI_RUNS,
+) -> dict[str, Any]:
+    """Build every chat's conversations (``chatseek conversations build --all``), wait until
+    ``settle`` says their chunks are embedded, and time hybrid search again: with builds it
+    also ranks the chunks and weighs each unit's conversation."""
+    import subprocess
+    import time
+
+    argv = [sys.executable, "-m", "chatseek_gateway.cli", "conversations", "build", "--all"]
+    started = time.perf_counter()
+    subprocess.run([*argv, "--json"], env=dict(env), check=True, capture_output=True)
+    built = time.perf_counter() - started
+    embedded = settle()
+    progress(f"queries: conversations built in {built:.1f} s, chunks embedded in {embedded:.1f} s")
+    return {
+        "build_s": round(built, 2),
+        "chunks_embedded_s": round(embedded, 2),
+        "ranked": _ranked(settings, env, progress, runs, cli_runs, modes=(("hybrid", False),)),
     }

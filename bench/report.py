@@ -574,9 +574,12 @@ def _pipeline_md(scale: str, pipe: dict[str, Any], units: dict[str, Any]) -> lis
     md += _cpu_md(pipe)
     queries = pipe.get("queries", {})
     ranked = queries.get("ranked", {})
+    built = queries.get("built", {})
     rows = []
-    for kind in RANKED_KINDS:
-        e = ranked.get(kind)
+    for kind, e in [
+        *((k, ranked.get(k)) for k in RANKED_KINDS),
+        ("hybrid, conversations built", built.get("ranked", {}).get("hybrid")),
+    ]:
         if not e:
             continue
         rows.append(
@@ -595,7 +598,10 @@ def _pipeline_md(scale: str, pipe: dict[str, Any], units: dict[str, Any]) -> lis
     if rows:
         md += [
             "Ranked search (k=10; rerank uses the fake reranker; gateway `Search` RPC against"
-            " `hybrid.search` in-process with in-process lists):",
+            " `hybrid.search` in-process with in-process lists; the last row after"
+            f" `chatseek conversations build --all` ({built.get('build_s')} s, chunks embedded"
+            f" {built.get('chunks_embedded_s')} s later), when hybrid search also ranks the"
+            " chunks and weighs each unit's conversation):",
             "",
         ]
         md += _table(

@@ -12,7 +12,10 @@ lists (BM25) and vector for its dense list (cosine), 100 deep. The lists are cac
   min-max scaled within its own top N, a unit absent from a list gets 0 there, and
   ``α·words + (1 − α)·meaning (+ β·messages)`` orders the union of the lists' top N;
 * the same with a query-aware α: when the question's script (Cyrillic or Latin) differs from the
-  script most of its chat's top units are written in, words cannot match and α drops to ``α_x``.
+  script most of its chat's top units are written in, words cannot match and α drops to ``α_x``;
+* the same plus conversation context: the chunks of the current conversation builds are ranked
+  by words and by meaning too, and each unit gains ``γ_w`` and ``γ_m`` times the best scaled
+  score of a listed chunk holding one of its messages (what hybrid search does).
 
 Honest tuning: questions are split into five folds by chat (across the three data sets). For each
 fold the rule and constants that score best on the other folds (mean nDCG@10 over the data sets,
@@ -42,7 +45,9 @@ K = 10
 FOLDS = 5
 DATASETS = ("locomo", "ru", "tgif")
 KINDS = ["window", "thread", "post"]
+CHUNK_KIND = "conversation"
 CYRILLIC = range(0x0400, 0x0500)
+CONTEXT_LISTS = ("conversation_words", "conversation_meaning")
 SCRIPT_SAMPLE = 5
 
 Lists = dict[str, list[tuple[int, float]]]
@@ -90,6 +95,23 @@ def _collect(stack: Stack, dataset: str, chat_ids: dict[str, list[int]]) -> list
                 range=common_pb2.TimeRange(),
             )
         )
+        chunk_words = lexical.ChunkList(
+            lpb.ChunkListRequest(
+                query=q["question"],
+                filter=lpb.ListFilter(chat_ids=chats, kinds=[CHUNK_KIND]),
+                limit=DEPTH,
+            )
+        )
+        chunk_knn = vector.Knn(
+            vpb.KnnRequest(
+                query=q["question"],
+                chat_ids=chats,
+                kinds=[CHUNK_KIND],
+                k=DEPTH,
+                range=common_pb2.TimeRange(),
+                current_chunks_only=True,
+            )
+        )
         out.append(
             {
                 "q": q,
@@ -97,6 +119,8 @@ def _collect(stack: Stack, dataset: str, chat_ids: dict[str, list[int]]) -> list
                     "words": [(u.unit_id, u.score) for u in words.units],
                     "messages": [(u.unit_id, u.score) for u in msgs.units],
                     "meaning": [(n.unit_id, n.cosine) for n in knn.neighbours],
+                    "conversation_words": [(u.unit_id, u.score) for u in chunk_words.units],
+                    "conversation_meaning": [(n.unit_id, n.cosine) for n in chunk_knn.neighbours],
                 },
             }
         )
@@ -104,11 +128,25 @@ def _collect(stack: Stack, dataset: str, chat_ids: dict[str, list[int]]) -> list
 
 
 def _units(stack: Stack) -> dict[int, dict[str, Any]]:
+    """Every unit's message ids and text, and (``holding``) the current-build chunks holding
+    any of its members, as hybrid search's ``chunks_holding`` finds them."""
     from chatseek_core import db
 
     conn = db.connect(stack.settings.db_path("unitize"), readonly=True)
     rows = conn.execute("SELECT unit_id, msg_ids, text FROM units").fetchall()
-    return {int(r[0]): {"ids": json.loads(r[1]), "text": r[2]} for r in rows}
+    units = {int(r[0]): {"ids": json.loads(r[1]), "text": r[2], "holding": []} for r in rows}
+    for unit_id, chunk_id in conn.execute(
+        "SELECT DISTINCT m.unit_id, c.unit_id FROM unit_members m"
+        " JOIN unit_members c ON c.account = m.account AND c.chat_id = m.chat_id"
+        "  AND c.msg_id = m.msg_id"
+        " JOIN units cu ON cu.unit_id = c.unit_id AND cu.kind = ?"
+        " JOIN current_builds b ON b.account = cu.account AND b.chat_id = cu.chat_id"
+        "  AND b.build_id = cu.build_id"
+        " WHERE m.unit_id != c.unit_id",
+        (CHUNK_KIND,),
+    ):
+        units[int(unit_id)]["holding"].append(int(chunk_id))
+    return units
 
 
 def gather(dataset: str, cache: Path | None) -> dict[str, Any]:
@@ -124,6 +162,8 @@ def gather(dataset: str, cache: Path | None) -> dict[str, Any]:
     ):
         folders = [(p.name, p) for p in sorted(_exports(dataset).iterdir()) if p.is_dir()]
         ids = _import_all(stack, folders)
+        stack.settle()
+        stack.cli("conversations", "build", "--all")
         stack.settle()
         data = {"collected": _collect(stack, dataset, ids), "units": _units(stack)}
     if path is not None:
@@ -184,8 +224,11 @@ def convex_rule(
     scale: str = "minmax",
     coverage: float = 0.0,
     weak_words: tuple[float, float] | None = None,
+    conversation: tuple[float, float] = (0.0, 0.0),
 ) -> Rule:
-    """α·words + (1 − α)·meaning + β·messages over scaled top-``top`` scores.
+    """α·words + (1 − α)·meaning + β·messages over scaled top-``top`` scores, plus
+    ``conversation = (γ_w, γ_m)`` times each unit's best scaled chunk score by words and by
+    meaning (conversation context, as hybrid search adds it).
 
     Query-aware variants: with ``alpha_cross``, α becomes that when the question's script
     differs from its chat's; ``coverage`` adds that weight × the share of the question's content
@@ -216,6 +259,12 @@ def convex_rule(
             + (coverage * share(u) if coverage else 0.0)
             for u in pool
         }
+        holding = context.get("holding", lambda _u: ())
+        for name, weight in zip(CONTEXT_LISTS, conversation, strict=True):
+            if weight > 0:
+                chunks = _scaled(lists.get(name, []), top)
+                for u in pool:
+                    scores[u] += weight * max((chunks.get(c, 0.0) for c in holding(u)), default=0.0)
         return sorted(scores, key=lambda u: (-scores[u], u))
 
     return fuse
@@ -245,13 +294,19 @@ def rules() -> dict[str, Rule]:
             out[f"convex a {alpha} weak words 0.34 -> 0.2"] = convex_rule(
                 alpha, weak_words=(0.34, 0.2)
             )
+            for gw in (0.0, 0.1, 0.2, 0.3):
+                for gm in (0.1, 0.2, 0.3, 0.5):
+                    out[f"convex a {alpha} conversation words {gw} meaning {gm}"] = convex_rule(
+                        alpha, conversation=(gw, gm)
+                    )
     return out
 
 
 def shippable(name: str) -> bool:
     """Whether hybrid search implements the rule (``[search]`` of the config file): weighted
-    RRF and the plain convex combination, with or without the message list. The query-aware
-    and rescaled variants are replayed and cross-validated apart, for comparison."""
+    RRF and the plain convex combination, with or without the message list and conversation
+    context. The query-aware and rescaled variants are replayed and cross-validated apart, for
+    comparison."""
     return name.startswith("rrf") or (
         name.startswith("convex")
         and not any(tag in name for tag in ("cross", "scale", "coverage", "weak"))
@@ -286,7 +341,15 @@ def _context(item: dict[str, Any], units: dict[int, dict[str, Any]]) -> dict[str
             held[unit_id] = len(asked & found) / len(asked) if asked else 0.0
         return held[unit_id]
 
-    return {"cross_script": bool(question and chat and question != chat), "share": share}
+    def holding(unit_id: int) -> list[int]:
+        unit = units.get(unit_id)
+        return unit.get("holding", []) if unit else []
+
+    return {
+        "cross_script": bool(question and chat and question != chat),
+        "share": share,
+        "holding": holding,
+    }
 
 
 def _folds(datasets: dict[str, dict[str, Any]]) -> list[Question]:

@@ -46,11 +46,14 @@ def _import_demo(env: dict[str, str], tmp: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def bundled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """A private stack on the default model (nothing set), the demo export embedded."""
+    """A private stack on the default model (nothing set), the demo export embedded and its
+    conversations built and embedded, as ``make demo`` leaves it."""
     home = tmp_path_factory.mktemp("bundled") / "home"
     env = _real_model_env(home)
     try:
         _import_demo(env, tmp_path_factory.mktemp("export"))
+        settle(env, timeout_s=600)
+        cli(env, "conversations", "build", "--all")
         settle(env, timeout_s=600)
         yield env
     finally:

@@ -152,6 +152,45 @@ def test_conversation_search_answers_with_built_conversations(stack: dict[str, A
     assert evidence <= {m["msg_id"] for m in shown["messages"]}
 
 
+def test_hybrid_search_weighs_the_conversation_each_unit_sits_in(stack: dict[str, Any]) -> None:
+    """With conversations built, hybrid search ranks the current chunks by words and by meaning
+    and maps them onto the units that share their messages; the single-list modes do not."""
+    from chatseek_core import db
+    from chatseek_fusion.store import chunks_holding
+
+    env = stack["env"]
+    doc = cli_json(env, "search", "--json", "--", "SIM card in the mountains")
+    assert doc["lists"]["conversation_words"] > 0, doc["lists"]
+    assert doc["lists"]["conversation_meaning"] > 0, doc["lists"]
+    lexical = cli_json(env, "search", "--mode", "lexical", "--json", "--", "SIM card")
+    assert set(lexical["lists"]) == {"words", "messages"}
+
+    conn = db.connect(":memory:")
+    db.attach_readonly(conn, stack["home"] / "data" / "unitize.db", "unitize")
+    rows = conn.execute(
+        "SELECT u.unit_id, u.msg_ids, u.chat_id, u.kind FROM unitize.units u"
+        " LEFT JOIN unitize.current_builds b ON b.account = u.account AND b.chat_id = u.chat_id"
+        " WHERE u.kind != 'conversation' OR u.build_id = b.build_id"
+    ).fetchall()
+    chunks = {r[0]: (r[2], set(json.loads(r[1]))) for r in rows if r[3] == "conversation"}
+    units = {r[0]: (r[2], set(json.loads(r[1]))) for r in rows if r[3] != "conversation"}
+    assert chunks and units
+    held = chunks_holding(conn, sorted(units), sorted(chunks))
+    expected = {
+        u: sorted(c for c, (chat, ids) in chunks.items() if chat == uchat and ids & uids)
+        for u, (uchat, uids) in units.items()
+    }
+    kinds = {r[0]: r[3] for r in rows}
+    for unit_id, chunk_ids in expected.items():
+        found = sorted(held.get(unit_id, []))
+        if kinds[unit_id] == "post":  # a post's comments (another chat) are members too
+            assert set(chunk_ids) <= set(found), unit_id
+        else:
+            assert found == chunk_ids, unit_id
+    assert any(held.values())
+    conn.close()
+
+
 def test_readers_follow_a_hit_to_its_thread_context_and_evidence(stack: dict[str, Any]) -> None:
     env = stack["env"]
     hit = cli_json(env, "search", "--json", "--", "deposit two months")["hits"][0]

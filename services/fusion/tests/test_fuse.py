@@ -6,7 +6,16 @@ import math
 
 import pytest
 
-from chatseek_fusion.fuse import convex, dedup, minmax, reaction_bonus, rrf, script_of
+from chatseek_fusion.fuse import (
+    add_context,
+    context_scores,
+    convex,
+    dedup,
+    minmax,
+    reaction_bonus,
+    rrf,
+    script_of,
+)
 
 
 def test_rrf_sums_weighted_reciprocal_ranks() -> None:
@@ -72,6 +81,45 @@ def test_convex_only_pools_the_top_of_each_list() -> None:
 def test_convex_list_without_weight_adds_no_candidates() -> None:
     fused = convex({"words": [(1, 3.0)], "messages": [(2, 9.0)]}, {"words": 1.0})
     assert [f.unit_id for f in fused] == [1]
+
+
+def test_context_scores_give_each_unit_its_best_scaled_chunk() -> None:
+    chunks = [(70, 9.0), (71, 5.0), (72, 1.0), (70, 0.5)]  # scaled 1, 0.5, 0; a repeat ignored
+    held = {1: [71], 2: [72, 70], 3: [99], 4: []}
+    assert context_scores(chunks, held) == {1: 0.5, 2: 1.0}
+    # Only the list's top is scaled: beyond it a chunk counts as unlisted.
+    assert context_scores(chunks, held, top=2) == {1: 0.0, 2: 1.0}
+    assert context_scores([], held) == {}
+
+
+def test_conversation_context_lifts_a_unit_whose_conversation_answers() -> None:
+    """Two units the lists score alike: the one sitting in the best chunk wins."""
+    fused = convex(
+        {"words": [(1, 5.0), (2, 5.0), (3, 1.0)], "meaning": [(2, 0.8), (1, 0.8), (3, 0.1)]},
+        {"words": 0.6, "meaning": 0.4},
+    )
+    assert [f.unit_id for f in fused] == [1, 2, 3]
+    context = {
+        "conversation_meaning": context_scores([(80, 0.9), (81, 0.2)], {1: [81], 2: [80]}),
+        "conversation_words": context_scores([(81, 3.0)], {1: [81]}),
+    }
+    weights = {"conversation_meaning": 0.5, "conversation_words": 0.2}
+    lifted = add_context(fused, context, weights)
+    assert [f.unit_id for f in lifted] == [2, 1, 3]
+    scores = {f.unit_id: f.score for f in lifted}
+    assert scores[2] == pytest.approx(1.0 + 0.5 * 1.0)
+    assert scores[1] == pytest.approx(1.0 + 0.2 * 1.0)
+    assert scores[3] == pytest.approx(0.0)
+    # No weight: the order stands (and the input was not changed).
+    assert [f.unit_id for f in add_context(fused, context, {})] == [1, 2, 3]
+
+
+def test_context_never_adds_a_candidate() -> None:
+    fused = convex({"words": [(1, 2.0), (2, 1.0)]}, {"words": 1.0})
+    lifted = add_context(
+        fused, {"conversation_meaning": {9: 1.0, 2: 1.0}}, {"conversation_meaning": 2.0}
+    )
+    assert [f.unit_id for f in lifted] == [2, 1]
 
 
 def test_minmax_and_its_edge_cases() -> None:

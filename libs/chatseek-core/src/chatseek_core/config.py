@@ -38,6 +38,8 @@ fusion = "convex"           # "convex": weighted sum of min-max scaled scores; "
 words_weight = 0.6          # weight of the BM25 unit list in fusion
 messages_weight = 0.0       # weight of the BM25 message list (it always picks the anchor)
 meaning_weight = 0.4        # weight of the dense list (eval/FUSION.md says how they were chosen)
+conversation_words_weight = 0.3    # a unit's conversation chunks by BM25 (convex, built chats)
+conversation_meaning_weight = 0.5  # ... and by meaning
 auto_sync_after_min = 60    # the MCP search tool refreshes an index older than this
 auto_sync_budget_s = 20     # ... with a sync capped at this many seconds
 
@@ -68,6 +70,8 @@ class SearchConfig:
     words_weight: float = 0.6
     messages_weight: float = 0.0
     meaning_weight: float = 0.4
+    conversation_words_weight: float = 0.3
+    conversation_meaning_weight: float = 0.5
     auto_sync_after_min: float = 60.0
     auto_sync_budget_s: float = 20.0
 

@@ -6,6 +6,9 @@ normalised scores, normalisation, the reaction bonus and overlap dedup. Pure fun
   is Σ ``weight × scaled score`` over the lists that hold it (0 where it is absent). The
   candidates are the union of every list's top ``top``, so a unit only one list found competes
   on its score: a strong cosine can outrank a weak keyword match.
+* Conversation context (convex only): a candidate also earns ``weight × s`` for each chunk list
+  of the current conversation builds, ``s`` being the best min-max scaled score among the
+  chunks holding any of its messages. It re-orders the candidates and adds none.
 * Scores are min-max normalised within the candidate set: they order one answer and mean
   nothing across two searches.
 * The reaction bonus is ``w · log1p(r) / (1 + log1p(r))``: bounded by ``w``, saturating.
@@ -17,11 +20,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = [
     "DEFAULT_RRF_K",
     "Fused",
+    "add_context",
+    "context_scores",
     "convex",
     "dedup",
     "minmax",
@@ -108,6 +113,58 @@ def convex(
                 entry.score += weight * value
                 entry.by.append(name)
     out = [f for f in fused.values() if f.by]
+    out.sort(key=lambda f: (-f.score, f.unit_id))
+    return out
+
+
+def context_scores(
+    chunks: Sequence[tuple[int, float]],
+    chunks_of: Mapping[int, Sequence[int]],
+    top: int = 100,
+) -> dict[int, float]:
+    """Each unit's best scaled chunk score: ``{unit_id: s}`` for the units of ``chunks_of``.
+
+    Args:
+        chunks: a chunk list, ``(chunk_id, score)`` best first; its top ``top`` are min-max
+            scaled (a chunk's first occurrence counts).
+        chunks_of: unit id → the ids of the chunks holding any of its messages.
+        top: how much of the list is scaled.
+
+    Returns:
+        The units some listed chunk holds; a unit no listed chunk holds is absent (it scores 0).
+    """
+    head: dict[int, float] = {}
+    for chunk_id, score in chunks:
+        if len(head) >= top:
+            break
+        head.setdefault(chunk_id, score)
+    scaled = dict(zip(head, minmax(list(head.values())), strict=True))
+    out: dict[int, float] = {}
+    for unit_id, held in chunks_of.items():
+        values = [scaled[c] for c in held if c in scaled]
+        if values:
+            out[unit_id] = max(values)
+    return out
+
+
+def add_context(
+    fused: Sequence[Fused],
+    context: Mapping[str, Mapping[int, float]],
+    weights: Mapping[str, float],
+) -> list[Fused]:
+    """New candidates: ``fused`` with ``weights[name] × context[name][unit]`` added to each
+    score (``context_scores`` per chunk list); best first, ties by unit id."""
+    out = [
+        replace(
+            f,
+            score=f.score
+            + sum(
+                weights.get(name, 0.0) * values.get(f.unit_id, 0.0)
+                for name, values in context.items()
+            ),
+        )
+        for f in fused
+    ]
     out.sort(key=lambda f: (-f.score, f.unit_id))
     return out
 

@@ -2,8 +2,12 @@
 
 Fusion is ``[search] fusion``: ``convex`` (the default: a weighted sum of each list's min-max
 scaled scores over the union of the lists, so a unit found only by meaning competes on its
-cosine) or ``rrf`` (weighted Reciprocal Rank Fusion). ``eval/FUSION.md`` says how the rule and
-its weights were chosen (cross-validated over chats).
+cosine) or ``rrf`` (weighted Reciprocal Rank Fusion). Under ``convex`` a unit also earns from
+the conversation it sits in: the chunks of the current conversation builds are ranked by words
+and by meaning too, and a candidate gains ``conversation_words_weight`` and
+``conversation_meaning_weight`` times the best scaled score of a listed chunk holding one of its
+messages (chats never built add nothing). ``eval/FUSION.md`` says how the rule and its weights
+were chosen (cross-validated over chats).
 
 Invariants:
 * Degrade, never silence: a dense list that cannot run (no vectors, another model, embed down)
@@ -40,12 +44,22 @@ from chatseek_core.limits import MAX_K, MAX_QUERY_BYTES, SEARCH_MODES
 from chatseek_core.links import deep_link, locator
 from chatseek_core.render import render_line, render_lines
 from chatseek_core.text import stems
-from chatseek_fusion.fuse import Fused, convex, dedup, minmax, reaction_bonus, rrf
+from chatseek_fusion.fuse import (
+    Fused,
+    add_context,
+    context_scores,
+    convex,
+    dedup,
+    minmax,
+    reaction_bonus,
+    rrf,
+)
 from chatseek_fusion.store import (
     ChatInfo,
     MessageRow,
     UnitRow,
     channel_copies,
+    chunks_holding,
     load_chats,
     load_messages_of,
     load_units,
@@ -101,8 +115,16 @@ class Signals(Protocol):
         """Messages by BM25 mapped to units: ``(unit_id, score, best_msg_id)``."""
         ...
 
-    async def meaning(self, query: str, flt: ListFilter, limit: int) -> Neighbours:
-        """Units by cosine to the embedded query."""
+    async def meaning(
+        self, query: str, flt: ListFilter, limit: int, *, current_chunks_only: bool = False
+    ) -> Neighbours:
+        """Units by cosine to the embedded query (chunks of current builds only, if asked)."""
+        ...
+
+    async def chunks(
+        self, query: str, flt: ListFilter, limit: int, any_word: bool
+    ) -> list[tuple[int, float, int]]:
+        """Conversation chunks of current builds by BM25: ``(unit_id, score, best_msg_id)``."""
         ...
 
     async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
@@ -126,41 +148,72 @@ def _warning(code: str, message: str) -> dict[str, str]:
     return {"code": code, "message": message}
 
 
+CONTEXT_LISTS = ("conversation_words", "conversation_meaning")
+
+
+@dataclass
+class _Lists:
+    """What the lists returned: the ranked unit lists, each unit's best message (from the
+    message list), the dense list's cosines, and the chunk lists of the context."""
+
+    ranked: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    best_msg: dict[int, int] = field(default_factory=dict)
+    cosines: dict[int, float] = field(default_factory=dict)
+    context: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+
+def _chunk_filter(flt: ListFilter) -> ListFilter:
+    # A conversation may begin before the searched dates: the units carry those bounds.
+    return ListFilter(
+        accounts=flt.accounts, chat_ids=flt.chat_ids, since=0, until=0, kinds=("conversation",)
+    )
+
+
 async def _gather_lists(
-    signals: Signals, params: SearchParams, depth: int, warnings: list[dict[str, str]]
-) -> tuple[dict[str, list[tuple[int, float]]], dict[int, int], dict[int, float]]:
+    signals: Signals,
+    params: SearchParams,
+    depth: int,
+    warnings: list[dict[str, str]],
+    context: bool,
+) -> _Lists:
     want_words = params.mode in ("hybrid", "lexical")
     want_meaning = params.mode in ("hybrid", "dense")
 
     async def nothing() -> Any:
         return None
 
-    words_task = signals.words(params.query, params.flt, depth) if want_words else nothing()
-    msgs_task = signals.messages(params.query, params.flt, depth) if want_words else nothing()
-    meaning_task = signals.meaning(params.query, params.flt, depth) if want_meaning else nothing()
-    results: list[Any] = list(
-        await asyncio.gather(words_task, msgs_task, meaning_task, return_exceptions=True)
+    chunk_flt = _chunk_filter(params.flt)
+    tasks = [
+        signals.words(params.query, params.flt, depth) if want_words else nothing(),
+        signals.messages(params.query, params.flt, depth) if want_words else nothing(),
+        signals.meaning(params.query, params.flt, depth) if want_meaning else nothing(),
+        signals.chunks(params.query, chunk_flt, depth, True) if context else nothing(),
+        (
+            signals.meaning(params.query, chunk_flt, depth, current_chunks_only=True)
+            if context
+            else nothing()
+        ),
+    ]
+    words, msgs, meaning, chunk_words, chunk_meaning = await asyncio.gather(
+        *tasks, return_exceptions=True
     )
-    words, msgs, meaning = results
-    lists: dict[str, list[tuple[int, float]]] = {}
-    best_msg: dict[int, int] = {}
-    cosines: dict[int, float] = {}
+    out = _Lists()
     for name, result in (("words", words), ("messages", msgs)):
         if result is None:
             continue
         if isinstance(result, BaseException):
             raise result
-        lists[name] = [(unit_id, score) for unit_id, score, _ in result]
+        out.ranked[name] = [(unit_id, score) for unit_id, score, _ in result]
         if name == "messages":
             for unit_id, _, msg_id in result:
-                best_msg.setdefault(unit_id, msg_id)
+                out.best_msg.setdefault(unit_id, msg_id)
     if isinstance(meaning, ChatseekError):
         warnings.append(_warning("DENSE_UNAVAILABLE", f"meaning search skipped: {meaning.message}"))
     elif isinstance(meaning, BaseException):
         raise meaning
     elif isinstance(meaning, Neighbours):
-        lists["meaning"] = list(meaning.units)
-        cosines = dict(meaning.units)
+        out.ranked["meaning"] = list(meaning.units)
+        out.cosines = dict(meaning.units)
         warnings.extend(meaning.warnings)
         if meaning.embedded_only_elsewhere:
             warnings.append(
@@ -170,7 +223,16 @@ async def _gather_lists(
                     + ", ".join(str(c) for c in meaning.embedded_only_elsewhere),
                 )
             )
-    return lists, best_msg, cosines
+    if isinstance(chunk_words, BaseException):
+        raise chunk_words
+    if chunk_words is not None:
+        out.context["conversation_words"] = [(u, score) for u, score, _ in chunk_words]
+    # A dense list that cannot run has been reported above; its chunk twin adds nothing more.
+    if isinstance(chunk_meaning, BaseException) and not isinstance(chunk_meaning, ChatseekError):
+        raise chunk_meaning
+    if isinstance(chunk_meaning, Neighbours):
+        out.context["conversation_meaning"] = list(chunk_meaning.units)
+    return out
 
 
 def _anchor(unit: UnitRow, messages: dict[int, MessageRow], best: int | None, query: str) -> int:
@@ -480,19 +542,33 @@ async def search(
     warnings: list[dict[str, str]] = []
     rerank = (config.rerank and default_rerank) if params.rerank is None else params.rerank
     depth = max(params.k, config.rerank_top, config.list_depth)
-    lists, best_msg, cosines = await _gather_lists(signals, params, depth, warnings)
     weights = {
         "words": config.words_weight,
         # Lexical mode is the BM25 unit list alone; the message list still picks anchors.
         "messages": config.messages_weight if params.mode == "hybrid" else 0.0,
         "meaning": config.meaning_weight,
+        "conversation_words": config.conversation_words_weight,
+        "conversation_meaning": config.conversation_meaning_weight,
     }
+    context = (
+        params.mode == "hybrid"
+        and config.fusion == "convex"
+        and any(weights[name] > 0 for name in CONTEXT_LISTS)
+    )
+    got = await _gather_lists(signals, params, depth, warnings, context)
+    lists, best_msg, cosines = got.ranked, got.best_msg, got.cosines
     if config.fusion == "rrf":
         fused = rrf(
             {n: [u for u, _ in ranked] for n, ranked in lists.items()}, weights, k=config.rrf_k
         )
     else:
         fused = convex(lists, weights, top=depth)
+    chunk_ids = sorted({c for ranked in got.context.values() for c, _ in ranked[:depth]})
+    if fused and chunk_ids:
+        candidates = [f.unit_id for f in fused]
+        held = await to_thread(lambda: chunks_holding(open_db(), candidates, chunk_ids))
+        scores = {n: context_scores(r, held, top=depth) for n, r in got.context.items()}
+        fused = add_context(fused, scores, weights)
     pool = fused[: config.rerank_top] if rerank else fused[:depth]
     ids = [f.unit_id for f in pool]
     units = await to_thread(lambda: load_units(open_db(), ids))
@@ -523,5 +599,5 @@ async def search(
         "warnings": warnings,
         "mode": params.mode,
         "reranked": reranked,
-        "lists": {name: len(ids) for name, ids in lists.items()},
+        "lists": {name: len(ids) for name, ids in {**lists, **got.context}.items()},
     }

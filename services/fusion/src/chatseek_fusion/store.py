@@ -23,6 +23,7 @@ __all__ = [
     "MessageRow",
     "UnitRow",
     "channel_copies",
+    "chunks_holding",
     "load_chats",
     "load_messages",
     "load_messages_of",
@@ -147,6 +148,26 @@ def load_units(conn: Connection, unit_ids: Sequence[int]) -> dict[int, UnitRow]:
                 reactions=int(r[12]),
                 text=r[13],
             )
+    return out
+
+
+def chunks_holding(
+    conn: Connection, unit_ids: Sequence[int], chunk_ids: Sequence[int]
+) -> dict[int, list[int]]:
+    """``{unit_id: [chunk_id, …]}``: which of ``chunk_ids`` hold a message of each unit (units
+    no such chunk holds are absent)."""
+    if not unit_ids or not chunk_ids:
+        return {}
+    out: dict[int, list[int]] = {}
+    for unit_id, chunk_id in conn.execute(
+        "SELECT DISTINCT m.unit_id, c.unit_id FROM json_each(?) j"
+        " JOIN unitize.unit_members m ON m.unit_id = j.value"
+        " JOIN unitize.unit_members c ON c.account = m.account AND c.chat_id = m.chat_id"
+        "  AND c.msg_id = m.msg_id"
+        " WHERE c.unit_id IN (SELECT value FROM json_each(?))",
+        (json.dumps([int(u) for u in unit_ids]), json.dumps([int(c) for c in chunk_ids])),
+    ):
+        out.setdefault(int(unit_id), []).append(int(chunk_id))
     return out
 
 

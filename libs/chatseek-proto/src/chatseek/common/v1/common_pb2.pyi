@@ -1527,7 +1527,9 @@ class SearchResult(_message.Message):
     def warnings(self) -> _containers.RepeatedCompositeFieldContainer[Global___Warning]: ...
     @_builtins.property
     def lists(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
-        """Candidates per list (words, messages, meaning) before fusion."""
+        """Candidates per list before fusion: words, messages, meaning, and the conversation chunk
+        lists (conversation_words, conversation_meaning) when conversation context ran.
+        """
 
     @_builtins.property
     def coverage(self) -> Global___SearchCoverage: ...

@@ -69,14 +69,14 @@ class FusionServiceServicer:
     """
 
     def Search(self, request, context):
-        """Hybrid search over units: words + meaning lists, fusion, rerank, dedup.
+        """Hybrid search over units: words + meaning lists and the conversations they sit in, fusion, rerank, dedup.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def SearchConversations(self, request, context):
-        """Conversations that answer a question: meaning (chunk vectors) + words, fused by RRF.
+        """Conversations that answer a question: meaning (chunk vectors) + words, fused like hybrid search.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

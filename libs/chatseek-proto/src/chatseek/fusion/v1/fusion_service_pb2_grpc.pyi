@@ -36,9 +36,9 @@ class FusionServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> FusionServiceAsyncStub: ...
     Search: _grpc.UnaryUnaryMultiCallable[_fusion_service_pb2.SearchRequest, _fusion_service_pb2.SearchResponse]
-    """Hybrid search over units: words + meaning lists, fusion, rerank, dedup."""
+    """Hybrid search over units: words + meaning lists and the conversations they sit in, fusion, rerank, dedup."""
     SearchConversations: _grpc.UnaryUnaryMultiCallable[_fusion_service_pb2.SearchConversationsRequest, _fusion_service_pb2.SearchConversationsResponse]
-    """Conversations that answer a question: meaning (chunk vectors) + words, fused by RRF."""
+    """Conversations that answer a question: meaning (chunk vectors) + words, fused like hybrid search."""
     Thread: _grpc.UnaryUnaryMultiCallable[_fusion_service_pb2.ThreadRequest, _fusion_service_pb2.ThreadResponse]
     """The whole reply thread of a message, root first; a channel post with its comments."""
     Context: _grpc.UnaryUnaryMultiCallable[_fusion_service_pb2.ContextRequest, _fusion_service_pb2.ContextResponse]
@@ -54,9 +54,9 @@ class FusionServiceAsyncStub(FusionServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Search: _aio.UnaryUnaryMultiCallable[_fusion_service_pb2.SearchRequest, _fusion_service_pb2.SearchResponse]  # type: ignore[assignment]
-    """Hybrid search over units: words + meaning lists, fusion, rerank, dedup."""
+    """Hybrid search over units: words + meaning lists and the conversations they sit in, fusion, rerank, dedup."""
     SearchConversations: _aio.UnaryUnaryMultiCallable[_fusion_service_pb2.SearchConversationsRequest, _fusion_service_pb2.SearchConversationsResponse]  # type: ignore[assignment]
-    """Conversations that answer a question: meaning (chunk vectors) + words, fused by RRF."""
+    """Conversations that answer a question: meaning (chunk vectors) + words, fused like hybrid search."""
     Thread: _aio.UnaryUnaryMultiCallable[_fusion_service_pb2.ThreadRequest, _fusion_service_pb2.ThreadResponse]  # type: ignore[assignment]
     """The whole reply thread of a message, root first; a channel post with its comments."""
     Context: _aio.UnaryUnaryMultiCallable[_fusion_service_pb2.ContextRequest, _fusion_service_pb2.ContextResponse]  # type: ignore[assignment]
@@ -75,7 +75,7 @@ class FusionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _fusion_service_pb2.SearchRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_fusion_service_pb2.SearchResponse, _abc.Awaitable[_fusion_service_pb2.SearchResponse]]:
-        """Hybrid search over units: words + meaning lists, fusion, rerank, dedup."""
+        """Hybrid search over units: words + meaning lists and the conversations they sit in, fusion, rerank, dedup."""
 
     @_abc_1.abstractmethod
     def SearchConversations(
@@ -83,7 +83,7 @@ class FusionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _fusion_service_pb2.SearchConversationsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_fusion_service_pb2.SearchConversationsResponse, _abc.Awaitable[_fusion_service_pb2.SearchConversationsResponse]]:
-        """Conversations that answer a question: meaning (chunk vectors) + words, fused by RRF."""
+        """Conversations that answer a question: meaning (chunk vectors) + words, fused like hybrid search."""
 
     @_abc_1.abstractmethod
     def Thread(
