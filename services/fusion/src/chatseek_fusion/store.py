@@ -159,12 +159,15 @@ def chunks_holding(
     if not unit_ids or not chunk_ids:
         return {}
     out: dict[int, list[int]] = {}
+    # The unary + keeps SQLite from probing the primary key once per (message, chunk id) pair:
+    # each message's holders are read by (account, chat, message) and filtered (80 ms → 2 ms for
+    # 250 units and 200 chunks at 100k messages).
     for unit_id, chunk_id in conn.execute(
         "SELECT DISTINCT m.unit_id, c.unit_id FROM json_each(?) j"
         " JOIN unitize.unit_members m ON m.unit_id = j.value"
         " JOIN unitize.unit_members c ON c.account = m.account AND c.chat_id = m.chat_id"
         "  AND c.msg_id = m.msg_id"
-        " WHERE c.unit_id IN (SELECT value FROM json_each(?))",
+        " WHERE +c.unit_id IN (SELECT value FROM json_each(?))",
         (json.dumps([int(u) for u in unit_ids]), json.dumps([int(c) for c in chunk_ids])),
     ):
         out.setdefault(int(unit_id), []).append(int(chunk_id))
