@@ -72,6 +72,8 @@ VOLATILE_SAMPLES: dict[str, Any] = {
     "bytes": 4096,
     "cached": True,
     "ms": 12,
+    "unit_id": 7,
+    "unit_ids": [7],
 }
 
 
