@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["main"]
+__all__ = ["main", "stop_hint"]
 
 DEMO_ENV = {
     "CHATSEEK_EMBED_BACKEND": "local",
@@ -90,6 +92,21 @@ def _settle() -> None:
     raise SystemExit("demo: the indexes did not catch up in time; see `chatseek stack logs`")
 
 
+def stop_hint(env: Mapping[str, str]) -> str:
+    """What the demo prints last: how to reach the stack it left running. ``make demo`` runs
+    it under the repository's ``.chatseek``; a shell without that ``CHATSEEK_HOME`` would talk
+    to another home, so the commands say it."""
+    home = env.get("CHATSEEK_HOME")
+    if not home:
+        return "The stack keeps running; stop it with `chatseek stack down` (or `make clean`)."
+    prefix = f"CHATSEEK_HOME={shlex.quote(home)}"
+    return (
+        f"The stack keeps running under {home}. Search it yourself with"
+        f" `{prefix} chatseek search -- …`; stop it with `{prefix} chatseek stack down`"
+        " (or `make clean`)."
+    )
+
+
 def main() -> int:
     """Run the demo; returns the exit code."""
     for key, value in DEMO_ENV.items():
@@ -103,7 +120,7 @@ def main() -> int:
     for args in SEARCHES:
         _chatseek(*args)
     _chatseek("status")
-    print("\nThe stack keeps running; stop it with `chatseek stack down` (or `make clean`).")
+    print(f"\n{stop_hint(os.environ)}")
     return 0
 
 
