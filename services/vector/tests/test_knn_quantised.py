@@ -53,7 +53,13 @@ def random_vectors(n: int, seed: int) -> np.ndarray:
     return out
 
 
-def _store(conn: db.Connection, space: Space, vectors: np.ndarray, first_id: int = 0) -> None:
+def _store(
+    conn: db.Connection,
+    space: Space,
+    vectors: np.ndarray,
+    first_id: int = 0,
+    kind: str | None = None,
+) -> None:
     """Write vectors as ``index.store_vectors`` does (float, bits, bookkeeping, cache)."""
     rows = [
         (
@@ -61,7 +67,7 @@ def _store(conn: db.Connection, space: Space, vectors: np.ndarray, first_id: int
             (first_id + i) % CHATS,
             vectors[i].tobytes(),
             BASE_DATE + (first_id + i) * 60,
-            "window" if i % 4 else "thread",
+            kind or ("window" if i % 4 else "thread"),
             "default",
         )
         for i in range(len(vectors))
@@ -227,3 +233,49 @@ def test_vector_changes_follow_inserts_updates_and_deletes(
     with db.transaction(conn):
         drop_space(conn, space.space_id)
     assert log() == []
+
+
+def test_current_chunks_are_ranked_exactly_among_themselves(
+    store: tuple[db.Connection, Space], tmp_path: Path
+) -> None:
+    """Chunk queries take the codes path; within a small scope it rescores every current chunk
+    exactly, and chunks of a superseded build never answer."""
+    from chatseek_unitize.schema import MIGRATIONS as UNITIZE_MIGRATIONS
+
+    conn, space = store
+    units, chunks = clustered_vectors(3_000, seed=11), clustered_vectors(300, seed=12)
+    _store(conn, space, units)
+    _store(conn, space, chunks, first_id=10_000, kind="conversation")
+    unitize = db.connect(tmp_path / "unitize.db")
+    db.migrate(unitize, "unitize", UNITIZE_MIGRATIONS)
+    with db.transaction(unitize):
+        for chat in range(CHATS):
+            for build, state in ((2 * chat + 1, "superseded"), (2 * chat + 2, "complete")):
+                unitize.execute(
+                    "INSERT INTO conversation_builds (build_id, account, chat_id, state, scorer)"
+                    " VALUES (?, 'default', ?, ?, 'rules')",
+                    (build, chat, state),
+                )
+            unitize.execute(
+                "INSERT INTO current_builds (account, chat_id, build_id) VALUES ('default', ?, ?)",
+                (chat, 2 * chat + 2),
+            )
+        for i in range(len(chunks)):
+            unit_id, chat = 10_000 + i, (10_000 + i) % CHATS
+            unitize.execute(
+                "INSERT INTO units (unit_id, account, chat_id, kind, key, build_id, first_msg_id,"
+                " last_msg_id, start_date, end_date, msg_ids, senders, text, content_hash,"
+                " recipe) VALUES (?, 'default', ?, 'conversation', ?, ?, 1, 1, 0, 0, '[1]',"
+                " '[]', 'chunk', ?, 1)",
+                (unit_id, chat, f"c:{unit_id}", 2 * chat + 1 + i % 2, f"h{unit_id}"),
+            )
+    unitize.close()
+    db.attach_readonly(conn, tmp_path / "unitize.db", "unitize")
+    current = [i for i in range(len(chunks)) if i % 2]  # build 2·chat + 2
+    flt = knn.KnnFilter(kinds=("conversation",), current_chunks_only=True)
+    for query in clustered_vectors(5, seed=13):
+        found = knn.knn(conn, space, query, flt, 20)
+        cosines = chunks[current] @ query / np.linalg.norm(query)
+        best = np.argsort(-cosines)[:20]
+        assert [u for u, _, _ in found] == [10_000 + current[i] for i in best]
+        assert [c for _, c, _ in found] == pytest.approx(cosines[best].tolist(), abs=1e-5)
