@@ -129,24 +129,28 @@ def _collect(stack: Stack, dataset: str, chat_ids: dict[str, list[int]]) -> list
 
 def _units(stack: Stack) -> dict[int, dict[str, Any]]:
     """Every unit's message ids and text, and (``holding``) the current-build chunks holding
-    any of its members, as hybrid search's ``chunks_holding`` finds them."""
+    any of its members, found by hybrid search's own ``chunks_holding``."""
     from chatseek_core import db
+    from chatseek_fusion.store import chunks_holding
 
-    conn = db.connect(stack.settings.db_path("unitize"), readonly=True)
-    rows = conn.execute("SELECT unit_id, msg_ids, text FROM units").fetchall()
-    units = {int(r[0]): {"ids": json.loads(r[1]), "text": r[2], "holding": []} for r in rows}
-    for unit_id, chunk_id in conn.execute(
-        "SELECT DISTINCT m.unit_id, c.unit_id FROM unit_members m"
-        " JOIN unit_members c ON c.account = m.account AND c.chat_id = m.chat_id"
-        "  AND c.msg_id = m.msg_id"
-        " JOIN units cu ON cu.unit_id = c.unit_id AND cu.kind = ?"
-        " JOIN current_builds b ON b.account = cu.account AND b.chat_id = cu.chat_id"
-        "  AND b.build_id = cu.build_id"
-        " WHERE m.unit_id != c.unit_id",
-        (CHUNK_KIND,),
-    ):
-        units[int(unit_id)]["holding"].append(int(chunk_id))
-    return units
+    conn = db.connect(":memory:")
+    db.attach_readonly(conn, stack.settings.db_path("unitize"), "unitize")
+    rows = conn.execute("SELECT unit_id, msg_ids, text, kind FROM unitize.units").fetchall()
+    current = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT u.unit_id FROM unitize.units u JOIN unitize.current_builds b"
+            " ON b.account = u.account AND b.chat_id = u.chat_id AND b.build_id = u.build_id"
+            " WHERE u.kind = ?",
+            (CHUNK_KIND,),
+        )
+    ]
+    others = [int(r[0]) for r in rows if r[3] != CHUNK_KIND]
+    holding = chunks_holding(conn, others, current)
+    return {
+        int(r[0]): {"ids": json.loads(r[1]), "text": r[2], "holding": holding.get(int(r[0]), [])}
+        for r in rows
+    }
 
 
 def gather(dataset: str, cache: Path | None) -> dict[str, Any]:
