@@ -374,6 +374,9 @@ def test_words_ready_is_honest_before_and_after_indexing(stores: Stores) -> None
     assert words_ready(stores.lex)
     assert status.ready and status.behind == 0
     assert (status.messages, status.units) == (2, 1)
+    brief = words_status(stores.lex, counts=False)
+    assert (brief.messages, brief.units) == (None, None)
+    assert brief.feeds == status.feeds
 
 
 def test_words_are_not_ready_while_only_the_unit_feed_lags(stores: Stores) -> None:

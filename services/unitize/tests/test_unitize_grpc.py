@@ -104,6 +104,18 @@ async def test_the_feed_loop_cuts_units_and_status_reports_them(
     assert windows["w:4"]["msg_ids"] == "[4, 5]"
 
 
+async def test_a_brief_status_leaves_out_only_the_unit_counts(
+    unitize: tuple[Any, Stores],
+) -> None:
+    stub, _ = unitize
+    full = (await call(stub.GetStatus, pb.GetStatusRequest(), timeout=5)).status
+    brief = (await call(stub.GetStatus, pb.GetStatusRequest(brief=True), timeout=5)).status
+    assert dict(full.unitize.units) == {"window": 2, "thread": 1}
+    assert dict(brief.unitize.units) == {}
+    full.unitize.ClearField("units")
+    assert brief == full
+
+
 async def test_build_list_show_and_links_work_over_grpc(unitize: tuple[Any, Stores]) -> None:
     stub, _ = unitize
     progress, result = await _operation(

@@ -315,17 +315,17 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
                         OWNER, schema_version=version, details={"words_ready": False}
                     )
                 )
-            status = readiness.words_status(conn)
+            status = readiness.words_status(conn, counts=not request.brief)
+            details: dict[str, object] = {"words_ready": status.ready}
+            if status.messages is not None:
+                details["messages_indexed"] = status.messages
+                details["units_indexed"] = status.units
             return pb.GetStatusResponse(
                 status=service_status(
                     OWNER,
                     schema_version=version,
                     feed_lag={f.feed: f.behind for f in status.feeds},
-                    details={
-                        "words_ready": status.ready,
-                        "messages_indexed": status.messages,
-                        "units_indexed": status.units,
-                    },
+                    details=details,
                 )
             )
 

@@ -198,7 +198,7 @@ class UnitizeServicer(unitize_service_pb2_grpc.UnitizeServiceServicer):
         def read() -> pb.GetStatusResponse:
             conn = self._conn()
             pending = units.recut_pending(conn)
-            counts = unit_counts(conn)
+            counts = {} if request.brief else unit_counts(conn)
             built = builds.built_chats(conn)
             return pb.GetStatusResponse(
                 status=service_status(

@@ -2,9 +2,10 @@
 
 ``Search`` resolves the dates, forwards to fusion and adds the index age; fusion's typed result
 passes through, read and extended field by field (no JSON in between). The index warnings (a
-re-cut running, word indexes behind) are asked of unitize and lexical while fusion searches, so
-they add no round trip to a search. ``SearchMessages``, ``ParseQuery`` and ``MessageStats`` go
-to lexical; ``SearchConversations``, ``Thread``, ``Context`` and ``Evidence`` to fusion.
+re-cut running, word indexes behind) are asked of unitize and lexical, both at once and brief
+(no table counts), while fusion searches, so they add no round trip to a search.
+``SearchMessages``, ``ParseQuery`` and ``MessageStats`` go to lexical; ``SearchConversations``,
+``Thread``, ``Context`` and ``Evidence`` to fusion.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
+from typing import TypeVar
+
+import grpc
 
 from chatseek.common.v1 import common_pb2
 from chatseek.fusion.v1 import fusion_service_pb2 as fusion_pb
@@ -33,6 +37,9 @@ READ_TIMEOUT_S = 30.0
 STATUS_TIMEOUT_S = 2.0
 SECONDS_PER_MINUTE = 60
 
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
 
 def _strict(request: pb.SearchMessagesRequest) -> lexical_pb.SearchMessagesRequest:
     return lexical_pb.SearchMessagesRequest(
@@ -47,6 +54,16 @@ def _strict(request: pb.SearchMessagesRequest) -> lexical_pb.SearchMessagesReque
         newest=request.newest,
         context=request.context,
     )
+
+
+async def _status(
+    rpc: grpc.aio.UnaryUnaryMultiCallable[Req, Resp], request: Req
+) -> Resp | ChatseekError:
+    """A peer's ``GetStatus`` reply, or the error that says why it has none."""
+    try:
+        return await call(rpc, request, timeout=STATUS_TIMEOUT_S)
+    except ChatseekError as exc:
+        return exc
 
 
 class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
@@ -98,35 +115,36 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
         return pb.SearchResponse(result=result)
 
     async def _index_warnings(self) -> list[common_pb2.Warning]:
-        """A re-cut in progress or word indexes behind the store, said beside the hits."""
-        warnings: list[common_pb2.Warning] = []
+        """A re-cut in progress or word indexes behind the store, said beside the hits.
+
+        Both services are asked at once, for a brief status (no table counts), so that the
+        warnings are in before fusion answers; one that cannot answer is a warning too.
+        """
         peers = self._deps.peers
-        try:
-            unitize = await call(
-                peers.unitize.GetStatus, unitize_pb.GetStatusRequest(), timeout=STATUS_TIMEOUT_S
-            )
-            recut_pending = unitize.status.unitize.recut_pending
-            if recut_pending:
-                warnings.append(
-                    common_pb2.Warning(
-                        code="RECUT_IN_PROGRESS",
-                        message=f"{recut_pending} chats are being re-cut with a new"
-                        " recipe; their hits are still valid, cut the old way",
-                    )
+        asked_unitize = _status(peers.unitize.GetStatus, unitize_pb.GetStatusRequest(brief=True))
+        asked_lexical = _status(peers.lexical.GetStatus, lexical_pb.GetStatusRequest(brief=True))
+        unitize, lexical = await asyncio.gather(asked_unitize, asked_lexical)
+        warnings = [
+            common_pb2.Warning(code="STATUS_UNAVAILABLE", message=reply.message)
+            for reply in (unitize, lexical)
+            if isinstance(reply, ChatseekError)
+        ]
+        if not isinstance(unitize, ChatseekError) and unitize.status.unitize.recut_pending:
+            warnings.append(
+                common_pb2.Warning(
+                    code="RECUT_IN_PROGRESS",
+                    message=f"{unitize.status.unitize.recut_pending} chats are being re-cut with"
+                    " a new recipe; their hits are still valid, cut the old way",
                 )
-            lexical = await call(
-                peers.lexical.GetStatus, lexical_pb.GetStatusRequest(), timeout=STATUS_TIMEOUT_S
             )
-            behind = sum(lexical.status.feed_lag.values())
-            if behind:
-                warnings.append(
-                    common_pb2.Warning(
-                        code="INDEX_STALE",
-                        message=f"the word index is {behind} changes behind the store",
-                    )
+        behind = 0 if isinstance(lexical, ChatseekError) else sum(lexical.status.feed_lag.values())
+        if behind:
+            warnings.append(
+                common_pb2.Warning(
+                    code="INDEX_STALE",
+                    message=f"the word index is {behind} changes behind the store",
                 )
-        except ChatseekError as exc:
-            warnings.append(common_pb2.Warning(code="STATUS_UNAVAILABLE", message=exc.message))
+            )
         return warnings
 
     async def SearchConversations(

@@ -893,7 +893,7 @@ class UnitizeStatusDetails(_message.Message):
     """Chats with a current conversation build."""
     @_builtins.property
     def units(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
-        """Units per kind (window, thread, post, conversation, ...)."""
+        """Units per kind (window, thread, post, conversation, ...); empty in a brief status."""
 
     @_builtins.property
     def recut_pending_chats(self) -> _containers.RepeatedCompositeFieldContainer[Global___AccountChat]: ...
@@ -924,7 +924,9 @@ class LexicalStatusDetails(_message.Message):
     MESSAGES_INDEXED_FIELD_NUMBER: _builtins.int
     UNITS_INDEXED_FIELD_NUMBER: _builtins.int
     words_ready: _builtins.bool
-    """False until the indexes are ready to answer (the counts are null until then)."""
+    """False until the indexes are ready to answer. The counts are null until then, and in
+    a brief status.
+    """
     messages_indexed: _builtins.int
     units_indexed: _builtins.int
     def __init__(

@@ -468,12 +468,19 @@ Global___ReindexResponse: _TypeAlias = ReindexResponse  # noqa: Y015
 class GetStatusRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    BRIEF_FIELD_NUMBER: _builtins.int
+    brief: _builtins.bool
+    """Only what a search warns about (feed lag, pending work), without the indexed message
+    and unit counts, which read whole tables: the gateway asks this beside every search.
+    """
     def __init__(
         self,
+        *,
+        brief: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["brief", b"brief"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
