@@ -173,6 +173,14 @@ def _settle(settings: Any, stage: str, since: float) -> float:
     raise RuntimeError(f"{stage} did not finish within {STAGE_TIMEOUT_S:.0f}s")
 
 
+def _settle_all(settings: Any, stages: tuple[str, ...]) -> float:
+    """Seconds until every one of ``stages`` has consumed what it was fed."""
+    since = time.perf_counter()
+    for stage in stages:
+        _settle(settings, stage, since)
+    return time.perf_counter() - since
+
+
 def _count(path: Path, sql: str) -> int:
     from chatseek_core import db
 
@@ -376,7 +384,7 @@ def pipeline_section(scale: str, progress: Callable[[str], None]) -> dict[str, A
                 settings,
                 env,
                 progress,
-                lambda: _settle(settings, "vector", time.perf_counter()),
+                lambda: _settle_all(settings, ("lexical", "vector")),
                 **runs,
             )
             out["peak_rss_mib"] = stack.rss()
