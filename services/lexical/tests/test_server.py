@@ -100,3 +100,24 @@ async def test_strict_search_asks_for_a_retry_before_its_deadline_when_the_index
     assert decoded.metadata["ingest_behind"] == "1"
     assert no_words["words_ready"] is False
     assert [item["msg_id"] for item in no_words["items"]] == [1]
+
+
+async def test_a_brief_status_keeps_the_lag_and_leaves_out_the_counts(
+    quiet: tuple[Settings, Stores],
+) -> None:
+    settings, stores = quiet
+    stores.ingest.put_message(100, 1, "the invoice for March is attached")
+    running = create_server(settings, open_deps(settings))
+    async with serving(running) as addr:
+        await _search(addr, "invoice", timeout=20)  # answers once the message is indexed
+        stores.ingest.put_message(100, 2, "thanks, paying it today")  # not indexed: no nudge
+        async with grpc.aio.insecure_channel(addr) as channel:
+            stub = lexical_service_pb2_grpc.LexicalServiceStub(channel)
+            full = (await stub.GetStatus(pb.GetStatusRequest(), timeout=5)).status
+            brief = (await stub.GetStatus(pb.GetStatusRequest(brief=True), timeout=5)).status
+    assert full.lexical.messages_indexed == 1
+    assert not brief.lexical.HasField("messages_indexed")
+    assert not brief.lexical.HasField("units_indexed")
+    assert dict(brief.feed_lag) == dict(full.feed_lag)
+    assert brief.feed_lag["ingest"] == 1
+    assert brief.lexical.words_ready is False
