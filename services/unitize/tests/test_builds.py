@@ -17,7 +17,7 @@ from helpers_unitize import ACCOUNT, GROUP, Stores, make_stores, msg
 
 from chatseek_core import db
 from chatseek_core.errors import ChatNotFound, IndexNotReady
-from chatseek_unitize import readers
+from chatseek_unitize import builds, readers
 from chatseek_unitize.batches import answer_batch, batch_status
 from chatseek_unitize.builds import build_chat, build_chats, discard_unfinished
 from chatseek_unitize.linking import RuleScorer
@@ -209,6 +209,29 @@ def test_a_build_that_fails_mid_write_exposes_nothing(stores: Stores) -> None:
         "SELECT COUNT(*) FROM links WHERE build_id != ?", (first.build_id,)
     ).fetchone()
     assert int(orphans[0]) == 0
+
+
+def test_a_build_that_fails_between_chunk_batches_exposes_none_of_them(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(builds, "WRITE_BATCH", 1)  # a transaction per chunk
+    stores.unitize.execute(
+        "CREATE TEMP TRIGGER fail_chunks BEFORE INSERT ON main.units"
+        " WHEN NEW.kind = 'conversation' AND (SELECT COUNT(*) FROM main.units"
+        " WHERE kind = 'conversation') >= 2 BEGIN SELECT RAISE(ABORT, 'disk went away'); END"
+    )
+
+    with pytest.raises(sqlean.Error):
+        build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+
+    assert _chunks(stores) == {}
+    with pytest.raises(IndexNotReady):
+        readers.list_conversations(stores.unitize, ACCOUNT, GROUP)
+    stores.unitize.execute("DROP TRIGGER temp.fail_chunks")
+    report = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+    chunks = _chunks(stores)
+    assert len(chunks) == report.chunks == report.chunks_new > 2
+    assert {b for b, _ in chunks.values()} == {report.build_id}
 
 
 def test_a_build_killed_mid_write_leaves_the_previous_build_readable(

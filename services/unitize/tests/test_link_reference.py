@@ -17,6 +17,7 @@ import random
 import numpy as np
 import pytest
 
+from chatseek_unitize import linkfeatures
 from chatseek_unitize.linkfeatures import (
     ADDRESS_SLOTS,
     DYNAMIC_FEATURES,
@@ -33,7 +34,8 @@ from chatseek_unitize.linkfeatures import (
     WINDOW,
     Analysed,
     TopicInputs,
-    _informative,
+    _overlaps,
+    informative,
     message_features,
     pair_columns,
 )
@@ -98,7 +100,7 @@ class _Plain:
 
     def __init__(self, an: list[Analysed], idf: dict[str, float]) -> None:
         self.an = an
-        self.kept = _informative(idf)
+        self.kept = informative(idf)
         self.stems = [frozenset(m.stems & self.kept.keys()) for m in self.an]
         n = len(self.an)
         gaps = [0.0] + [
@@ -332,6 +334,37 @@ def test_pair_and_message_features_by_block_match_their_definitions(seed: int, b
     plain = _Plain(ctx.analysed(), dict(ctx.idf))
     named = _check_blocks(plain, TopicInputs(plain.an, ctx.idf), block)
     assert named > MESSAGES  # the names, mentions and addressing were exercised
+
+
+@pytest.mark.parametrize("stretch", [64, 100])
+def test_overlaps_computed_by_stretches_are_the_whole_topics_to_the_bit(
+    monkeypatch: pytest.MonkeyPatch, stretch: int
+) -> None:
+    rng = np.random.default_rng(5)
+    vocab = [f"w{k}" for k in range(200)]
+    idf = {w: 3.0 + (k % 7) / 3 for k, w in enumerate(vocab)}
+    n = 5 * stretch + 11
+    an = [
+        Analysed(k % 4, T0 + k, (), (), frozenset(rng.choice(vocab, 6, replace=False)), False, 9)
+        for k in range(n)
+    ]
+    total, rarest = _overlaps([m.stems for m in an], idf)
+    assert (total > 0).sum() > 2 * n  # shared words at many distances
+    monkeypatch.setattr(linkfeatures, "OVERLAP_ROWS", stretch)
+    arrays = TopicInputs(an, idf).arrays
+    for lo, hi in [(i, i + 1) for i in range(n)] + [(stretch - 3, stretch + 5)]:
+        rows = arrays.overlap_rows(lo, hi)
+        assert rows.lo <= lo and hi <= rows.lo + len(rows.overlap)
+        got = slice(lo - rows.lo, hi - rows.lo)
+        assert np.array_equal(rows.overlap[got], total[lo:hi])
+        assert np.array_equal(rows.rarest[got], rarest[lo:hi])
+
+
+def test_links_do_not_depend_on_the_overlap_stretch(monkeypatch: pytest.MonkeyPatch) -> None:
+    msgs = _chat(2)
+    whole = build_links(msgs, agent_answers={}, scorer=LearnedScorer())
+    monkeypatch.setattr(linkfeatures, "OVERLAP_ROWS", 37)
+    assert build_links(msgs, agent_answers={}, scorer=LearnedScorer()) == whole
 
 
 def test_pair_features_read_names_in_an_authors_previous_message_however_far_back() -> None:

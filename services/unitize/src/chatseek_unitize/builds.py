@@ -439,8 +439,9 @@ def _build(
         stale_answers=len(answers.stale),
     )
     try:
-        _write_links(conn, build_id, links, by_id, report, on_progress, write_batch)
-        fresh, reused = _write_chunks(conn, account, chat_id, build_id, links, by_id, report)
+        groups = conversations(links)
+        _write_links(conn, build_id, links, groups, by_id, report, on_progress, write_batch)
+        fresh, reused = _write_chunks(conn, account, chat_id, build_id, groups, by_id, report)
         _progress(on_progress, "chunk", report.chunks, report.chunks)
         _publish(conn, account, chat_id, build_id, report, fresh, reused)
         _progress(on_progress, "publish", 1, 1)
@@ -470,37 +471,39 @@ def _write_links(
     conn: Connection,
     build_id: int,
     links: Sequence[Link],
+    groups: Sequence[Sequence[int]],
     by_id: dict[int, Msg],
     report: BuildReport,
     on_progress: Progress | None,
     write_batch: int,
 ) -> None:
-    groups = conversations(links)
     conv_of, conv_rows = _conversation_rows(build_id, groups, by_id)
     report.conversations = len(conv_rows)
-    rows = []
-    for link in links:
-        report.reasons[link.reason] = report.reasons.get(link.reason, 0) + 1
-        rows.append(
-            (
-                build_id,
-                link.msg_id,
-                link.parent_id,
-                conv_of[link.msg_id],
-                link.reason,
-                link.confidence,
-                json.dumps([list(r) for r in link.rejected]) if link.rejected else None,
+    reasons = report.reasons
+    # Rows are made a batch at a time: a whole big chat's rows at once were 400 bytes a link.
+    for start in range(0, len(links), write_batch):
+        rows = []
+        for link in links[start : start + write_batch]:
+            reasons[link.reason] = reasons.get(link.reason, 0) + 1
+            rows.append(
+                (
+                    build_id,
+                    link.msg_id,
+                    link.parent_id,
+                    conv_of[link.msg_id],
+                    link.reason,
+                    link.confidence,
+                    json.dumps([list(r) for r in link.rejected]) if link.rejected else None,
+                )
             )
-        )
-    report.answers_applied = report.reasons.get("agent", 0)
-    for start in range(0, len(rows), write_batch):
         with db.transaction(conn):
             conn.executemany(
                 "INSERT INTO links (build_id, msg_id, parent_id, conversation_id, reason,"
                 " confidence, rejected) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                rows[start : start + write_batch],
+                rows,
             )
-        _progress(on_progress, "write", min(start + write_batch, len(rows)), len(rows))
+        _progress(on_progress, "write", min(start + write_batch, len(links)), len(links))
+    report.answers_applied = reasons.get("agent", 0)
     for start in range(0, len(conv_rows), write_batch):
         with db.transaction(conn):
             conn.executemany(
@@ -516,18 +519,15 @@ def _write_chunks(
     account: str,
     chat_id: int,
     build_id: int,
-    links: Sequence[Link],
+    groups: Sequence[Sequence[int]],
     by_id: dict[int, Msg],
     report: BuildReport,
 ) -> tuple[list[int], list[tuple[StoredUnit, ChunkUnit]]]:
-    """Insert the chunks the previous build lacks; pair the others with their stored unit."""
-    members: dict[int, Msg] = {link.msg_id: by_id[link.msg_id] for link in links}
-    repeats: dict[tuple[int, str], int] = {}
-    chunks: list[ChunkUnit] = []
-    for group in conversations(links):
-        seq = sorted((members[i] for i in group), key=chrono_key)
-        chunks.extend(_chunk_units(seq, repeats))
-    report.chunks = len(chunks)
+    """Insert the chunks the previous build lacks; pair the others with their stored unit.
+
+    Chunks are cut a conversation at a time and new ones inserted as a batch fills: only
+    the reused ones (which the publish step retargets) are held to the end.
+    """
     prev = {
         u.ident: u
         for u in stored_units(
@@ -539,23 +539,31 @@ def _write_chunks(
             (CHUNK_KIND, account, chat_id),
         )
     }
+    repeats: dict[tuple[int, str], int] = {}
     reused: list[tuple[StoredUnit, ChunkUnit]] = []
     new: list[ChunkUnit] = []
-    for chunk in chunks:
-        old = prev.get((topic_key(chunk.topic_id), CHUNK_KIND, chunk.key))
-        if old is not None and old.content_hash == chunk.content_hash:
-            reused.append((old, chunk))
-        else:
-            new.append(chunk)
     fresh: list[int] = []
-    for start in range(0, len(new), WRITE_BATCH):
+
+    def insert() -> None:
         with db.transaction(conn):
-            writer = UnitWriter(conn, account)
             fresh.extend(
-                writer.insert_many(
-                    chat_id, None, new[start : start + WRITE_BATCH], build_id=build_id
-                )
+                UnitWriter(conn, account).insert_many(chat_id, None, new, build_id=build_id)
             )
+        new.clear()
+
+    for group in groups:
+        seq = sorted((by_id[i] for i in group), key=chrono_key)
+        for chunk in _chunk_units(seq, repeats):
+            report.chunks += 1
+            old = prev.get((topic_key(chunk.topic_id), CHUNK_KIND, chunk.key))
+            if old is not None and old.content_hash == chunk.content_hash:
+                reused.append((old, chunk))
+            else:
+                new.append(chunk)
+                if len(new) >= WRITE_BATCH:
+                    insert()
+    if new:
+        insert()
     report.chunks_new = len(fresh)
     report.chunks_reused = len(reused)
     return fresh, reused

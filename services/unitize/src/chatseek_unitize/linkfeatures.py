@@ -33,11 +33,13 @@ __all__ = [
     "DynamicState",
     "TopicArrays",
     "TopicInputs",
+    "informative",
     "message_features",
     "pair_columns",
 ]
 
 WINDOW = 50
+OVERLAP_ROWS = 2048
 PACE_GAPS = 50
 INTERACTION_WINDOW = 100
 OVERLAP_MIN_IDF = 3.0
@@ -147,7 +149,7 @@ def _prev_next_same(author: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return prev, nxt
 
 
-def _informative(idf: Mapping[str, float]) -> dict[str, float]:
+def informative(idf: Mapping[str, float]) -> dict[str, float]:
     """The stems that carry overlap, with their idf (see the module docstring)."""
     # A stem in only two messages always counts, however small the chat (then its idf is
     # the largest but one: log((total + 1) / 3) = max - log 1.5).
@@ -174,7 +176,7 @@ def _overlaps(
     stem_sets: Sequence[frozenset[str]], idf: Mapping[str, float]
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(sum, max)`` of the idf of the stems message ``i`` shares with ``i - d``, by ``[i, d]``."""
-    kept = _informative(idf)
+    kept = informative(idf)
     known = frozenset(kept)
     return _overlaps_of([s & known for s in stem_sets], kept)
 
@@ -182,25 +184,35 @@ def _overlaps(
 def _overlaps_of(
     stem_sets: Sequence[frozenset[str]], kept: Mapping[str, float]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``_overlaps`` of stem sets already cut to the informative stems ``kept`` (with idf).
-
-    Occurrences are sorted by (stem, message); a message holds a stem once, so the pairs at
-    lag ``L`` within one stem's run are its messages ``L`` apart, and a run is done once the
-    lag spans more than ``WINDOW`` messages: each lag is one vectorised pass.
-    """
-    n = len(stem_sets)
-    size = n * (WINDOW + 1)
+    """``_overlaps`` of stem sets already cut to the informative stems ``kept`` (with idf)."""
     # Stems numbered in sorted order, not the idf mapping's (which follows string hashes):
     # the order the sums are taken in, and so their rounding, is the same in every process.
     by_name = sorted(kept)
-    ids = {s: k for k, s in enumerate(by_name)}
+    ranks = {s: k for k, s in enumerate(by_name)}
+    weights = np.fromiter((kept[s] for s in by_name), dtype=np.float64, count=len(by_name))
+    return _ranked_overlaps(stem_sets, ranks, weights)
+
+
+def _ranked_overlaps(
+    stem_sets: Sequence[frozenset[str]], ranks: Mapping[str, int], weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``_overlaps_of`` given each kept stem's rank in name order and the idf by rank.
+
+    Occurrences are sorted by (stem, message); a message holds a stem once, so the pairs at
+    lag ``L`` within one stem's run are its messages ``L`` apart, and a run is done once the
+    lag spans more than ``WINDOW`` messages: each lag is one vectorised pass. A cell's sum
+    reads only the messages from ``i - d`` to ``i``, and adds its stems in rank order, so
+    rows computed over any stretch that starts ``WINDOW`` messages before them are the same
+    floats as over the whole topic (``TopicArrays.overlap_rows``).
+    """
+    n = len(stem_sets)
+    size = n * (WINDOW + 1)
     lens = np.fromiter(map(len, stem_sets), dtype=np.int64, count=n)
     count = int(lens.sum())
     msg = np.repeat(np.arange(n, dtype=np.int64), lens)
     stem = np.fromiter(
-        map(ids.__getitem__, chain.from_iterable(stem_sets)), dtype=np.int64, count=count
+        map(ranks.__getitem__, chain.from_iterable(stem_sets)), dtype=np.int64, count=count
     )
-    weights = np.fromiter((kept[s] for s in by_name), dtype=np.float64, count=len(by_name))
     w = weights[stem]
     # Occurrences come in message order, so ordering by (stem, position) orders by (stem,
     # message): one unique integer key each, which the default (vectorised) sort takes
@@ -231,6 +243,15 @@ def _overlaps_of(
     return total.reshape(n, WINDOW + 1), rarest.reshape(n, WINDOW + 1)
 
 
+@dataclass(frozen=True, slots=True)
+class OverlapRows:
+    """``overlap`` and ``rarest`` (see ``_overlaps``) of messages ``lo..lo+len(overlap)-1``."""
+
+    lo: int
+    overlap: np.ndarray  # (messages, WINDOW + 1) float64
+    rarest: np.ndarray
+
+
 class TopicArrays:
     """Per-message arrays of one topic, computed once; the pair features index into them."""
 
@@ -245,10 +266,16 @@ class TopicArrays:
         self.mentioned = _slots([m.mentioned for m in msgs], MENTION_SLOTS)
         self.has_address = self.addressed[:, 0] != _NONE
         self.prev_same, self.next_same = _prev_next_same(self.author)
-        self.informative = _informative(idf)
+        self.informative = informative(idf)
         known = frozenset(self.informative)
-        self.stems = [m.stems & known for m in msgs]
-        self.overlap, self.rarest = _overlaps_of(self.stems, self.informative)
+        # ``build_links`` has already cut them to these: then the sets are shared, not copied.
+        self.stems = [s if s <= known else s & known for s in (m.stems for m in msgs)]
+        by_name = sorted(self.informative)
+        self._ranks = {s: k for k, s in enumerate(by_name)}
+        self._weights = np.fromiter(
+            map(self.informative.__getitem__, by_name), dtype=np.float64, count=len(by_name)
+        )
+        self._rows: OverlapRows | None = None
         self.pace = _pace(self.date)
         # Slots as contiguous columns, and how many messages before each fill each slot, so
         # a block skips the name comparisons of a slot no message near it fills.
@@ -260,6 +287,23 @@ class TopicArrays:
         ]
         self.address_filled = [_filled_before(c) for c in self.address_slots]
         self.mention_filled = [_filled_before(c) for c in self.mention_slots]
+
+    def overlap_rows(self, lo: int, hi: int) -> OverlapRows:
+        """The overlaps of a stretch holding messages ``lo..hi-1``.
+
+        Computed by stretches of ``OVERLAP_ROWS`` messages, one kept at a time: over the
+        whole topic they took 816 bytes a message (two float64 rows of ``WINDOW + 1``).
+        """
+        rows = self._rows
+        if rows is not None and rows.lo <= lo and hi <= rows.lo + len(rows.overlap):
+            return rows
+        start = lo - lo % OVERLAP_ROWS
+        end = min(max(hi, start + OVERLAP_ROWS), self.n)
+        first = max(start - WINDOW, 0)
+        overlap, rarest = _ranked_overlaps(self.stems[first:end], self._ranks, self._weights)
+        rows = OverlapRows(start, overlap[start - first :], rarest[start - first :])
+        self._rows = rows
+        return rows
 
 
 def _filled_before(slot: np.ndarray) -> np.ndarray:
@@ -367,17 +411,18 @@ def pair_columns(
     out[17] = _names_any(t.address_slots, c_prev_used, own_prev_c, a_j) & (own_prev >= 0) & other
     # The newest candidate addressing c's author: the one whose count from the right is 1.
     out[18] = p_addr & (np.cumsum(p_addr[:, ::-1], axis=1)[:, ::-1] == 1)
-    at = slice(lo, hi) if rows is None else rows
-    overlap = t.overlap[at, WINDOW:0:-1]
+    stretch = t.overlap_rows(lo, hi)
+    at = slice(lo - stretch.lo, hi - stretch.lo) if rows is None else rows - stretch.lo
+    overlap = stretch.overlap[at, WINDOW:0:-1]
     best = overlap.max(axis=1, keepdims=True)
     out[19] = np.log1p(overlap) / OVERLAP_SCALE
     out[20] = np.divide(overlap, best, out=np.zeros_like(overlap), where=best > 0)
     out[21] = (overlap == best) & (best > 0)
-    out[22] = t.rarest[at, WINDOW:0:-1] / IDF_SCALE
+    out[22] = stretch.rarest[at, WINDOW:0:-1] / IDF_SCALE
     d_prev = i - prev_j
     has_prev = (prev_j != _NONE) & (d_prev <= WINDOW)
-    flat = i * (WINDOW + 1) + np.where(has_prev, d_prev, 0)
-    out[23] = np.where(has_prev, np.log1p(t.overlap.reshape(-1)[flat]) / OVERLAP_SCALE, 0.0)
+    flat = (i - stretch.lo) * (WINDOW + 1) + np.where(has_prev, d_prev, 0)
+    out[23] = np.where(has_prev, np.log1p(stretch.overlap.reshape(-1)[flat]) / OVERLAP_SCALE, 0.0)
     out[24] = t.question[j]
     out[25] = t.log_length[j] / LENGTH_SCALE
     if lo < WINDOW:
@@ -437,10 +482,12 @@ class DynamicState:
         self.size = [0] * n
         self.author: list[int] = t.author.tolist()
         self.prev_same: list[int] = t.prev_same.tolist()
-        self.answered_by: list[set[int]] = [set() for _ in range(n)]
+        # Who answered each message, for the messages somebody answered (most are not).
+        self.answered_by: dict[int, set[int]] = {}
         # named[a][b]: the latest message in which a and b named each other.
         self.named: dict[int, dict[int, int]] = {}
-        self._mentioned = [[a for a in row if a != _NONE] for row in t.mentioned.tolist()]
+        # Tuples: most are empty, and every empty tuple is the same object.
+        self._mentioned = [tuple(a for a in row if a != _NONE) for row in t.mentioned.tolist()]
         self.date: list[float] = t.date.tolist()
         self.pace: list[float] = t.pace.tolist()
         self.conv_authors: dict[int, set[int]] = {}
@@ -457,7 +504,11 @@ class DynamicState:
             replies = self.replies[parent] + 1
             self.replies[parent] = replies
             self.log_replies[parent] = math.log1p(replies)
-            self.answered_by[parent].add(a_i)
+            answered = self.answered_by.get(parent)
+            if answered is None:
+                self.answered_by[parent] = {a_i}
+            else:
+                answered.add(a_i)
         self.conv[i] = conv
         self.tail[conv] = i
         self.size[conv] += 1
@@ -489,7 +540,7 @@ class DynamicState:
         else:
             own_par, own_conv = parent[own], conv[own]
             a_own_par = author[own_par] if own_par != _NONE else -2
-            answered_own = self.answered_by[own]
+            answered_own = self.answered_by.get(own, _NO_AUTHORS)
         tail, log_replies, size = self.tail, self.log_replies, self.size
         conv_authors, conv_stems, date = self.conv_authors, self.conv_stems, self.date
         recent = i - INTERACTION_WINDOW
@@ -510,7 +561,8 @@ class DynamicState:
                 d = i - pj
                 if d <= WINDOW:
                     if overlap is None:
-                        overlap = self.t.overlap[i].tolist()
+                        stretch = self.t.overlap_rows(i, i + 1)
+                        overlap = stretch.overlap[i - stretch.lo].tolist()
                     near = log1p(overlap[d]) / OVERLAP_SCALE
                 else:
                     near = 0.0
