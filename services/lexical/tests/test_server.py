@@ -110,11 +110,17 @@ async def test_a_brief_status_keeps_the_lag_and_leaves_out_the_counts(
     running = create_server(settings, open_deps(settings))
     async with serving(running) as addr:
         await _search(addr, "invoice", timeout=20)  # answers once the message is indexed
-        stores.ingest.put_message(100, 2, "thanks, paying it today")  # not indexed: no nudge
-        async with grpc.aio.insecure_channel(addr) as channel:
-            stub = lexical_service_pb2_grpc.LexicalServiceStub(channel)
-            full = (await stub.GetStatus(pb.GetStatusRequest(), timeout=5)).status
-            brief = (await stub.GetStatus(pb.GetStatusRequest(brief=True), timeout=5)).status
+        writer = db.connect(settings.db_path("lexical"))
+        writer.execute("BEGIN IMMEDIATE")  # the indexer cannot index the next message
+        try:
+            stores.ingest.put_message(100, 2, "thanks, paying it today")
+            async with grpc.aio.insecure_channel(addr) as channel:
+                stub = lexical_service_pb2_grpc.LexicalServiceStub(channel)
+                full = (await stub.GetStatus(pb.GetStatusRequest(), timeout=5)).status
+                brief = (await stub.GetStatus(pb.GetStatusRequest(brief=True), timeout=5)).status
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
     assert full.lexical.messages_indexed == 1
     assert not brief.lexical.HasField("messages_indexed")
     assert not brief.lexical.HasField("units_indexed")
