@@ -130,6 +130,20 @@ def test_a_new_chat_too_big_to_cut_whole_is_cut_batch_by_batch_to_the_same_units
     ]
 
 
+def test_a_loaded_chat_shares_each_senders_name_between_its_messages(
+    stores: Stores,
+) -> None:
+    _history(stores)
+    msgs = loader.load_chat(stores.unitize, ACCOUNT, GROUP)
+    by_sender: dict[int | None, list[Any]] = {}
+    for m in msgs:
+        by_sender.setdefault(m.sender_id, []).append(m)
+    repeated = [ms for ms in by_sender.values() if len(ms) > 1 and ms[0].sender_name]
+    assert repeated  # senders with several messages
+    for ms in repeated:
+        assert all(m.sender_name is ms[0].sender_name for m in ms)
+
+
 def test_appending_a_message_rewrites_only_the_open_window(stores: Stores) -> None:
     _history(stores)
     ids = _ids(stores)

@@ -482,8 +482,10 @@ class DynamicState:
         self.size = [0] * n
         self.author: list[int] = t.author.tolist()
         self.prev_same: list[int] = t.prev_same.tolist()
-        # Who answered each message, for the messages somebody answered (most are not).
-        self.answered_by: dict[int, set[int]] = {}
+        # Who answered each message, for the messages somebody answered (most are not): one
+        # author as a frozenset of one, shared by every message that author alone answered.
+        self.answered_by: dict[int, frozenset[int] | set[int]] = {}
+        self._alone: dict[int, frozenset[int]] = {}
         # named[a][b]: the latest message in which a and b named each other.
         self.named: dict[int, dict[int, int]] = {}
         # Tuples: most are empty, and every empty tuple is the same object.
@@ -506,9 +508,15 @@ class DynamicState:
             self.log_replies[parent] = math.log1p(replies)
             answered = self.answered_by.get(parent)
             if answered is None:
-                self.answered_by[parent] = {a_i}
-            else:
-                answered.add(a_i)
+                alone = self._alone.get(a_i)
+                if alone is None:
+                    alone = self._alone[a_i] = frozenset((a_i,))
+                self.answered_by[parent] = alone
+            elif a_i not in answered:
+                if isinstance(answered, frozenset):
+                    self.answered_by[parent] = {*answered, a_i}
+                else:
+                    answered.add(a_i)
         self.conv[i] = conv
         self.tail[conv] = i
         self.size[conv] += 1

@@ -104,10 +104,13 @@ def _mentions(raw: str | None) -> tuple[str, ...]:
     return tuple(str(v) for v in value if v)
 
 
-def row_to_msg(row: Sequence[Any]) -> Msg:
+def row_to_msg(row: Sequence[Any], shared: dict[Any, Any] | None = None) -> Msg:
     """Turn one row of the module's message SELECT into a ``Msg``.
 
     SQLite hands integer columns back as ``int`` already; only NULLs and text need care here.
+    With ``shared``, equal sender ids and names become the same objects across the rows that
+    share it: SQLite makes new ones for every row, which a chat of many messages by few
+    senders holds hundreds of thousands of times.
     """
     (
         msg_id,
@@ -130,6 +133,9 @@ def row_to_msg(row: Sequence[Any]) -> Msg:
         edit_date,
         grouped_id,
     ) = row
+    if shared is not None:
+        sender_id = shared.setdefault(sender_id, sender_id)
+        sender_name = shared.setdefault(sender_name, sender_name)
     return Msg(
         msg_id,
         date,
@@ -156,7 +162,8 @@ def _rows(conn: Connection, sql: str, params: Sequence[Any]) -> list[Msg]:
     """Run a message SELECT on a plain-tuple cursor and convert every row."""
     cur = conn.cursor()
     cur.row_factory = None
-    return [row_to_msg(r) for r in cur.execute(sql, params)]
+    shared: dict[Any, Any] = {}
+    return [row_to_msg(r, shared) for r in cur.execute(sql, params)]
 
 
 def chat_info(conn: Connection, account: str, chat_id: int) -> ChatInfo | None:
