@@ -480,7 +480,8 @@ def _write_links(
     conv_of, conv_rows = _conversation_rows(build_id, groups, by_id)
     report.conversations = len(conv_rows)
     reasons = report.reasons
-    # Rows are made a batch at a time: a whole big chat's rows at once were 400 bytes a link.
+    # Rows are made a batch at a time: a big chat's rows, all at once, held a tuple and a
+    # JSON string for every link beside the links themselves.
     for start in range(0, len(links), write_batch):
         rows = []
         for link in links[start : start + write_batch]:

@@ -185,12 +185,19 @@ def _overlaps_of(
     stem_sets: Sequence[frozenset[str]], kept: Mapping[str, float]
 ) -> tuple[np.ndarray, np.ndarray]:
     """``_overlaps`` of stem sets already cut to the informative stems ``kept`` (with idf)."""
-    # Stems numbered in sorted order, not the idf mapping's (which follows string hashes):
-    # the order the sums are taken in, and so their rounding, is the same in every process.
+    return _ranked_overlaps(stem_sets, *_ranked(kept))
+
+
+def _ranked(kept: Mapping[str, float]) -> tuple[dict[str, int], np.ndarray]:
+    """Each kept stem's rank in name order, and the idf by rank.
+
+    Stems are numbered in sorted order, not the idf mapping's (which follows string hashes):
+    the order the overlap sums are taken in, and so their rounding, is the same in every
+    process.
+    """
     by_name = sorted(kept)
     ranks = {s: k for k, s in enumerate(by_name)}
-    weights = np.fromiter((kept[s] for s in by_name), dtype=np.float64, count=len(by_name))
-    return _ranked_overlaps(stem_sets, ranks, weights)
+    return ranks, np.fromiter(map(kept.__getitem__, by_name), dtype=np.float64, count=len(by_name))
 
 
 def _ranked_overlaps(
@@ -270,11 +277,7 @@ class TopicArrays:
         known = frozenset(self.informative)
         # ``build_links`` has already cut them to these: then the sets are shared, not copied.
         self.stems = [s if s <= known else s & known for s in (m.stems for m in msgs)]
-        by_name = sorted(self.informative)
-        self._ranks = {s: k for k, s in enumerate(by_name)}
-        self._weights = np.fromiter(
-            map(self.informative.__getitem__, by_name), dtype=np.float64, count=len(by_name)
-        )
+        self._ranks, self._weights = _ranked(self.informative)
         self._rows: OverlapRows | None = None
         self.pace = _pace(self.date)
         # Slots as contiguous columns, and how many messages before each fill each slot, so

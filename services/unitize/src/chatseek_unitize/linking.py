@@ -168,8 +168,8 @@ class _Info:
     # whole token set of every message of a big topic was a third of a build's memory.
     names: frozenset[str]
     lead: frozenset[str]
-    # Distinct, in no order: a tuple is a fifth of a set's size, and only the idf pass and
-    # ``analysed`` read them.
+    # Distinct, in no order: a tuple takes far less than a set's hash table, and only the
+    # idf pass and ``analysed`` read them.
     stems: tuple[str, ...]
     question: bool
     length: int
@@ -259,8 +259,8 @@ class LinkContext:
 
     def keep_stems(self, kept: frozenset[str]) -> None:
         """Cut every message's stems to ``kept``, once the idf pass has read them whole: the
-        features read only the informative stems, and a big topic's whole stem sets were a
-        fifth of its build's memory."""
+        features read only the informative stems, and a big topic holds one stem list per
+        message until its build ends."""
         for inf in self.info:
             inf.stems = tuple([s for s in inf.stems if s in kept])
 
