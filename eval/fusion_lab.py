@@ -38,6 +38,7 @@ from typing import Any
 
 from chatseek_core.stopwords import content_words
 from chatseek_core.text import stem, words
+from chatseek_fusion.conversations import group_passages, main_conversation, without_repeated_dates
 from eval.run import DEFAULT_MODEL, EVAL_DATA, Stack, _import_all, _load_tool
 
 DEPTH = 100
@@ -135,7 +136,9 @@ def _units(stack: Stack) -> dict[int, dict[str, Any]]:
 
     conn = db.connect(":memory:")
     db.attach_readonly(conn, stack.settings.db_path("unitize"), "unitize")
-    rows = conn.execute("SELECT unit_id, msg_ids, text, kind FROM unitize.units").fetchall()
+    rows = conn.execute(
+        "SELECT unit_id, msg_ids, text, kind, chat_id FROM unitize.units"
+    ).fetchall()
     current = [
         int(r[0])
         for r in conn.execute(
@@ -147,10 +150,27 @@ def _units(stack: Stack) -> dict[int, dict[str, Any]]:
     ]
     others = [int(r[0]) for r in rows if r[3] != CHUNK_KIND]
     holding = chunks_holding(conn, others, current)
-    return {
-        int(r[0]): {"ids": json.loads(r[1]), "text": r[2], "holding": holding.get(int(r[0]), [])}
-        for r in rows
+    # The conversation of each message in its chat's current build (conversation search groups
+    # the ranked units by it).
+    conversation_of = {
+        (int(r[0]), int(r[1])): int(r[2])
+        for r in conn.execute(
+            "SELECT b.chat_id, l.msg_id, l.conversation_id FROM unitize.current_builds b"
+            " JOIN unitize.links l ON l.build_id = b.build_id"
+        )
     }
+    out: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        ids = json.loads(r[1])
+        out[int(r[0])] = {
+            "ids": ids,
+            "text": r[2],
+            "kind": r[3],
+            "chat_id": int(r[4]),
+            "holding": holding.get(int(r[0]), []),
+            "conversations": [conversation_of.get((int(r[4]), i)) for i in ids],
+        }
+    return out
 
 
 def gather(dataset: str, cache: Path | None) -> dict[str, Any]:
@@ -379,15 +399,39 @@ def _folds(datasets: dict[str, dict[str, Any]]) -> list[Question]:
     return out
 
 
+def conversation_hits(ranked: list[int], units: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """What conversation search returns for hybrid search's ranking, as ``make eval`` scores
+    it: one hit per result, its evidence passages' message ids and text (the service's own
+    grouping, main-conversation and line rules)."""
+    walk = []
+    for u in ranked:
+        unit = units[u]
+        placed = {i: c for i, c in zip(unit["ids"], unit["conversations"], strict=True) if c}
+        where = main_conversation(unit["ids"], placed)
+        key = (unit["chat_id"], where) if where is not None else None
+        walk.append((u, key, [(unit["chat_id"], i) for i in sorted(unit["ids"])]))
+    hits = []
+    for _, passages in group_passages(walk, K):
+        ids: list[int] = []
+        lines: list[str] = []
+        for u, fresh in passages:
+            line_of = dict(zip(units[u]["ids"], units[u]["text"].split("\n"), strict=True))
+            ids.extend(i for _, i in fresh)
+            lines.extend(without_repeated_dates([line_of[i] for _, i in fresh]))
+        hits.append({"ids": ids, "text": "\n".join(lines)})
+    return hits
+
+
 def _row(
     tool: ModuleType,
     q: Question,
     units: dict[int, dict[str, Any]],
     texts: dict[int, str],
     rule: Rule,
+    conversations: bool = False,
 ) -> dict[str, Any]:
-    ranked = [u for u in rule(q.item["lists"], q.context) if u in units][:K]
-    hits = [units[u] for u in ranked]
+    ranked = [u for u in rule(q.item["lists"], q.context) if u in units]
+    hits = conversation_hits(ranked, units) if conversations else [units[u] for u in ranked[:K]]
     metrics = tool.score_query(q.item["q"]["gold_message_ids"], hits, K, texts, "auto")
     question = q.item["q"]
     return {
@@ -477,10 +521,27 @@ def main(argv: list[str] | None = None) -> int:
 
     chosen, shipped = cross_validate([n for n in table if shippable(n)])
     explored_choice, explored = cross_validate(list(table))
+    # Conversation search groups hybrid search's ranking: held out, each fold's chosen rule.
+    grouped = [
+        _row(
+            tool,
+            q,
+            data[q.dataset]["units"],
+            texts[(q.dataset, q.item["q"]["chat_folder"])],
+            table[chosen[q.fold]],
+            conversations=True,
+        )
+        for q in questions
+    ]
+    conversations = {
+        d: _summary(tool, (grouped[i] for i, q in enumerate(questions) if q.dataset == d))
+        for d in names
+    }
     report: dict[str, Any] = {
         "chosen_per_fold": chosen,
         "rules": {},
         "cross_validated": shipped,
+        "conversations_cross_validated": conversations,
         "explored": {"chosen_per_fold": explored_choice, "cross_validated": explored},
     }
     everything = lambda i: True  # noqa: E731
@@ -497,6 +558,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<44}{cells}   obj {entry['objective']:.4f}")
     for title, choice, summaries in (
         ("shippable rules", chosen, shipped),
+        ("conversation search over the shippable rules", chosen, conversations),
         ("every rule, query-aware ones too", explored_choice, explored),
     ):
         print(f"\n{title}: chosen per fold:", json.dumps(choice, ensure_ascii=False))

@@ -135,10 +135,15 @@ def test_conversation_search_answers_with_built_conversations(stack: dict[str, A
     evidence = {i for chunk in first["evidence"] for i in chunk["msg_ids"]}
     assert evidence & {48261, 48265, 48274}, first  # the SIM card answers
     assert "msg_ids" not in first["conversation"]  # evidence, not the whole conversation
+    seen: set[tuple[int, int]] = set()
     for result in doc["results"]:
         assert 1 <= len(result["evidence"]) <= 3
         for chunk in result["evidence"]:
             assert chunk["text"].count("\n") + 1 == len(chunk["msg_ids"])
+            assert chunk["msg_ids"] == sorted(chunk["msg_ids"])
+            ids = {(result["read"]["chat"], i) for i in chunk["msg_ids"]}
+            assert not ids & seen, "a message shown twice"
+            seen |= ids
     shown = cli_json(
         stack["env"],
         "conversations",
@@ -149,7 +154,9 @@ def test_conversation_search_answers_with_built_conversations(stack: dict[str, A
         "--json",
     )
     assert len(shown["messages"]) == first["conversation"]["message_count"]
-    assert evidence <= {m["msg_id"] for m in shown["messages"]}
+    # The best passage is a unit of that conversation (the one holding most of its messages).
+    members = {m["msg_id"] for m in shown["messages"]}
+    assert set(first["evidence"][0]["msg_ids"]) & members
 
 
 def test_hybrid_search_weighs_the_conversation_each_unit_sits_in(stack: dict[str, Any]) -> None:

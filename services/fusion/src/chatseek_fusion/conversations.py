@@ -1,164 +1,223 @@
 """Conversation search: which reconstructed discussions answer a question, and the evidence.
 
-Two lists over the chunks of each chat's *current* conversation build: meaning (the question's
-vector against chunk vectors) and words (BM25 over chunk text, AND then OR). They are fused per
-chunk exactly as hybrid search fuses units (``[search] fusion`` and its weights). Walking the
-fused chunks best first, each chunk's conversation becomes a result (up to ``k``); a result's
-evidence is its best chunk plus its other chunks that rank within the top ``k`` chunks overall
-(at most ``MAX_EVIDENCE``), so a reader gets the passages that answer, not the conversation.
+It ranks what hybrid search ranks: the units (windows, reply threads, posts) by words, by
+meaning and by the conversation each sits in (``hybrid.rank``). Each unit belongs to the
+conversation of its chat's *current* build that holds most of its messages. Walking the ranked
+units best first, a unit joins the result before it when that result is its own conversation's
+and holds fewer than ``MAX_EVIDENCE`` passages; otherwise it opens a result (up to ``k``). So
+the text a reader gets follows the ranking passage by passage, and a conversation two of whose
+passages a better passage of another conversation separates appears twice, each time with its
+own evidence. ``eval/FUSION.md`` compares this with grouping every passage of a conversation
+under its best one (better MRR, worse recall within a token budget).
 
 Invariants:
-* A result carries its conversation's identity, size and dates, never its whole text: read it
-  with ``ShowConversation`` (``chatseek conversations show``), named in ``read``.
-* Evidence chunks are whole chunks: the text returned holds exactly the messages listed.
-* A result's score is its best chunk's cosine, or null when only words found it; the summary
+* A result names its conversation (id, size, dates, participants), never its whole text: read
+  it with ``ShowConversation`` (``chatseek conversations show``), named in ``read``.
+* Evidence is a unit's messages, one line each, in message order, less the messages an earlier
+  passage already showed; a passage with nothing new is left out. A line carries the date only
+  when it differs from the line before in its passage (the time always). A unit may hold
+  messages the linker put in a neighbouring conversation: they stay, as the talk around it.
+* A result's score is its best passage's cosine, or null when only words found it; the summary
   is metadata, never generated prose. Chats without a build do not appear.
-* Every read runs off the event loop, in one batched step.
+* Every read runs off the event loop, in batched steps.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+import re
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from chatseek_core.aio import to_thread
 from chatseek_core.config import SearchConfig
 from chatseek_core.dates import iso_utc
 from chatseek_core.db import Connection
-from chatseek_core.errors import ChatseekError, InvalidArgument
-from chatseek_core.limits import MAX_CONVERSATIONS_FOUND, MAX_QUERY_BYTES
+from chatseek_core.errors import InvalidArgument
+from chatseek_core.limits import MAX_CONVERSATIONS_FOUND
 from chatseek_core.links import deep_link
-from chatseek_fusion.fuse import Fused, convex, rrf
-from chatseek_fusion.hybrid import ListFilter, Neighbours
-from chatseek_fusion.store import UnitRow, load_chats, load_units
+from chatseek_core.render import render_lines
+from chatseek_fusion.fuse import Fused
+from chatseek_fusion.hybrid import (
+    DEFAULT_KINDS,
+    ListFilter,
+    Ranking,
+    SearchParams,
+    Signals,
+    check_text,
+    rank,
+)
+from chatseek_fusion.store import (
+    MessageRow,
+    UnitRow,
+    conversation_infos,
+    conversations_of_messages,
+    load_chats,
+    load_messages_of,
+)
 
-__all__ = ["MAX_EVIDENCE", "ConversationSignals", "search_conversations"]
+__all__ = [
+    "MAX_EVIDENCE",
+    "group_passages",
+    "main_conversation",
+    "search_conversations",
+    "without_repeated_dates",
+]
 
-DEPTH_FACTOR = 4
 MAX_EVIDENCE = 3
+K = TypeVar("K", bound=Hashable)
+M = TypeVar("M", bound=Hashable)
+_STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2})\]")
 
 
-class ConversationSignals(Protocol):
-    """The two lists' sources."""
-
-    async def chunks(
-        self, query: str, flt: ListFilter, limit: int, any_word: bool
-    ) -> list[tuple[int, float, int]]: ...
-
-    async def meaning(
-        self, query: str, flt: ListFilter, limit: int, *, current_chunks_only: bool = False
-    ) -> Neighbours: ...
-
-
-@dataclass
-class _Result:
-    key: tuple[str, int, int, int]
-    conversation: dict[str, Any]
-    chunks: list[tuple[UnitRow, Fused]] = field(default_factory=list)
+def main_conversation(msg_ids: Sequence[int], conversation_of: Mapping[int, K]) -> K | None:
+    """The conversation holding most of these messages (a tie goes to the one holding the
+    earliest of them), or None when no message has one."""
+    placed = [conversation_of[i] for i in sorted(msg_ids) if i in conversation_of]
+    if not placed:
+        return None
+    counts = Counter(placed)
+    most = max(counts.values())
+    return next(c for c in placed if counts[c] == most)
 
 
-def _conversations_of(conn: Connection, chunks: Sequence[UnitRow]) -> dict[int, dict[str, Any]]:
-    """Each chunk's conversation (found by the chunk's first message), by chunk unit id; one
-    query per build."""
-    by_build: dict[int, dict[int, list[int]]] = {}
-    for u in chunks:
-        if u.build_id is not None:
-            by_build.setdefault(u.build_id, {}).setdefault(u.first_msg_id, []).append(u.unit_id)
-    out: dict[int, dict[str, Any]] = {}
-    for build_id, firsts in by_build.items():
-        marks = ",".join("?" for _ in firsts)
-        for row in conn.execute(
-            "SELECT l.msg_id, c.conversation_id, c.first_msg_id, c.last_msg_id, c.start_date,"
-            " c.end_date, c.message_count, c.participants FROM unitize.links l"
-            " JOIN unitize.conversations c ON c.build_id = l.build_id"
-            "  AND c.conversation_id = l.conversation_id"
-            f" WHERE l.build_id = ? AND l.msg_id IN ({marks})",
-            (build_id, *firsts),
-        ):
-            conversation = {
-                "build_id": build_id,
-                "conversation_id": int(row[1]),
-                "first_msg_id": int(row[2]),
-                "last_msg_id": int(row[3]),
-                "start": iso_utc(int(row[4])),
-                "end": iso_utc(int(row[5])),
-                "message_count": int(row[6]),
-                "participants": json.loads(row[7]),
-            }
-            for unit_id in firsts[int(row[0])]:
-                out[unit_id] = conversation
+def group_passages(
+    ranked: Sequence[tuple[int, K | None, Sequence[M]]], k: int, max_evidence: int = MAX_EVIDENCE
+) -> list[tuple[K, list[tuple[int, list[M]]]]]:
+    """Results from ranked units: ``[(conversation, [(unit id, its new messages)])]``, at most
+    ``k``.
+
+    Args:
+        ranked: ``(unit_id, conversation, messages)`` best first, the messages in the order they
+            are shown; a unit of no conversation is skipped.
+        k: the most results.
+        max_evidence: the most passages one result holds.
+
+    A unit's passage is its messages no earlier passage holds; a unit with none is skipped. A
+    passage joins the result before it when that result is its conversation's and has room;
+    otherwise it opens a new result.
+    """
+    out: list[tuple[K, list[tuple[int, list[M]]]]] = []
+    shown: set[M] = set()
+    for unit_id, conversation, messages in ranked:
+        if conversation is None:
+            continue
+        fresh = [m for m in messages if m not in shown]
+        if not fresh:
+            continue
+        if out and out[-1][0] == conversation and len(out[-1][1]) < max_evidence:
+            out[-1][1].append((unit_id, fresh))
+        elif len(out) < k:
+            out.append((conversation, [(unit_id, fresh)]))
+        else:
+            break
+        shown.update(fresh)
     return out
 
 
-def _results(
-    conn: Connection,
-    fused: list[Fused],
-    cosines: dict[int, float],
-    k: int,
-    since: int,
-) -> list[dict[str, Any]]:
-    """Group the fused chunks into conversations and render the top ``k``."""
-    units = load_units(conn, [f.unit_id for f in fused])
-    ranked = [(units[f.unit_id], f) for f in fused if f.unit_id in units]
-    conversations = _conversations_of(conn, [u for u, _ in ranked])
-    bound = iso_utc(since) if since else ""
-    results: dict[tuple[str, int, int, int], _Result] = {}
-    for position, (unit, f) in enumerate(ranked):
-        conversation = conversations.get(unit.unit_id)
-        if conversation is None or (bound and conversation["end"] < bound):
-            continue
-        key = (unit.account, unit.chat_id, unit.build_id or 0, conversation["conversation_id"])
-        result = results.get(key)
-        if result is None:
-            if len(results) < k:
-                results[key] = _Result(key, conversation, [(unit, f)])
-        elif position < k and len(result.chunks) < MAX_EVIDENCE:
-            result.chunks.append((unit, f))
-    chats = load_chats(conn, {(key[0], key[1]) for key in results})
+def without_repeated_dates(lines: Sequence[str]) -> list[str]:
+    """Rendered message lines with the date left out of a line whose date the line before
+    already showed (``[2024-05-01 10:02] Ann: …`` then ``[10:05] Bob: …``)."""
+    out: list[str] = []
+    shown: str | None = None
+    for line in lines:
+        match = _STAMP.match(line)
+        if match is not None:
+            if match.group(1) == shown:
+                line = f"[{match.group(2)}]{line[match.end() :]}"
+            shown = match.group(1)
+        out.append(line)
+    return out
+
+
+def _results(conn: Connection, got: Ranking, k: int, since: int) -> list[dict[str, Any]]:
+    """Group the ranked units into conversation results and render them."""
+    ranked = [(got.units[f.unit_id], f) for _, f in got.final if f.unit_id in got.units]
+    wanted: dict[tuple[str, int], set[int]] = {}
+    for unit, _ in ranked:
+        wanted.setdefault((unit.account, unit.chat_id), set()).update(unit.msg_ids)
+    placed = conversations_of_messages(conn, wanted)
+    Key = tuple[str, int, int, int]  # account, chat, build, conversation
+    keys: dict[int, Key] = {}
+    for unit, _ in ranked:
+        where = main_conversation(unit.msg_ids, placed.get((unit.account, unit.chat_id), {}))
+        if where is not None:
+            keys[unit.unit_id] = (unit.account, unit.chat_id, *where)
+    infos = conversation_infos(conn, {(key[2], key[3]) for key in keys.values()})
+    walk: list[tuple[int, Key | None, list[tuple[str, int, int]]]] = []
+    for unit, _ in ranked:
+        key = keys.get(unit.unit_id)
+        info = infos.get((key[2], key[3])) if key is not None else None
+        if key is None or info is None or info.end_date < since:
+            walk.append((unit.unit_id, None, []))
+        else:
+            walk.append((unit.unit_id, key, [(key[0], key[1], i) for i in sorted(unit.msg_ids)]))
+    by_id = {unit.unit_id: (unit, f) for unit, f in ranked}
+    groups = group_passages(walk, k)
+    chats = load_chats(conn, {(key[0], key[1]) for key, _ in groups})
+    need: dict[tuple[str, int], set[int]] = {}
+    for key, passages in groups:
+        for _, new in passages:
+            need.setdefault((key[0], key[1]), set()).update(i for _, _, i in new)
+    messages = load_messages_of(conn, need)
     out: list[dict[str, Any]] = []
-    for rank, result in enumerate(results.values(), start=1):
-        account, chat_id = result.key[0], result.key[1]
+    for key, passages in groups:
+        account, chat_id = key[0], key[1]
+        rows = messages.get((account, chat_id), {})
+        evidence: list[tuple[UnitRow, Fused, list[MessageRow]]] = []
+        for unit_id, new in passages:
+            unit, f = by_id[unit_id]
+            lines = [rows[i] for _, _, i in new if i in rows]
+            if lines:
+                evidence.append((unit, f, lines))
+        if not evidence:
+            continue
+        info = infos[(key[2], key[3])]
         chat = chats.get((account, chat_id))
-        conversation = result.conversation
         link, fallback = deep_link(
             chat.type if chat else "supergroup",
             chat_id,
             chat.username if chat else None,
-            conversation["first_msg_id"],
+            info.first_msg_id,
         )
-        best = [cosines[u.unit_id] for u, _ in result.chunks if u.unit_id in cosines]
+        best = [got.cosines[u.unit_id] for u, _, _ in evidence if u.unit_id in got.cosines]
         by: list[str] = []
-        for _, f in result.chunks:
-            by.extend(name for name in f.by if name not in by)
+        for _, f, _ in evidence:
+            names = ("words" if n in ("words", "messages") else n for n in f.by)
+            by.extend(n for n in names if n not in by)
         out.append(
             {
-                "rank": rank,
+                "rank": len(out) + 1,
                 "by": by,
                 "score": round(max(best), 6) if best else None,
-                "score_meaning": "best chunk's cosine similarity; null for a words-only result",
+                "score_meaning": "best passage's cosine similarity; null for a words-only result",
                 "conversation": {
                     "chat": chat.to_dict() if chat else {"account": account, "id": chat_id},
-                    **conversation,
+                    "build_id": info.build_id,
+                    "conversation_id": info.conversation_id,
+                    "first_msg_id": info.first_msg_id,
+                    "last_msg_id": info.last_msg_id,
+                    "start": iso_utc(info.start_date),
+                    "end": iso_utc(info.end_date),
+                    "message_count": info.message_count,
+                    "participants": info.participants,
                 },
                 "evidence": [
                     {
-                        "unit_id": u.unit_id,
-                        "first_msg_id": u.first_msg_id,
-                        "last_msg_id": u.last_msg_id,
-                        "msg_ids": list(u.msg_ids),
-                        "by": list(f.by),
-                        "text": u.text,
+                        "unit_id": unit.unit_id,
+                        "first_msg_id": fresh[0].msg_id,
+                        "last_msg_id": fresh[-1].msg_id,
+                        "msg_ids": [m.msg_id for m in fresh],
+                        "by": sorted({"words" if n in ("words", "messages") else n for n in f.by}),
+                        "text": "\n".join(without_repeated_dates(render_lines(fresh))),
                     }
-                    for u, f in result.chunks
+                    for unit, f, fresh in evidence
                 ],
                 "read": {
                     "chat": chat_id,
-                    "conversation_id": conversation["conversation_id"],
+                    "conversation_id": info.conversation_id,
                     "command": (
-                        f"chatseek conversations show {conversation['conversation_id']}"
-                        f" --chat {chat_id}"
+                        f"chatseek conversations show {info.conversation_id} --chat {chat_id}"
                     ),
                 },
                 "link": link,
@@ -170,14 +229,14 @@ def _results(
 
 async def search_conversations(
     open_db: Callable[[], Connection],
-    signals: ConversationSignals,
+    signals: Signals,
     question: str,
     flt: ListFilter,
     k: int,
     since: int,
     config: SearchConfig,
 ) -> dict[str, Any]:
-    """Run both lists, fuse their chunks and group them by conversation.
+    """Rank units as hybrid search does and group them by conversation.
 
     Returns:
         ``{results, warnings, embedded_only_elsewhere, note}``.
@@ -185,44 +244,21 @@ async def search_conversations(
     Raises:
         InvalidArgument: an empty or over-long question or k out of range.
     """
-    if not question.strip():
-        raise InvalidArgument("the question is empty", metadata={"field": "question"})
-    if len(question.encode()) > MAX_QUERY_BYTES:
-        raise InvalidArgument(
-            f"the question is longer than {MAX_QUERY_BYTES} bytes",
-            metadata={"field": "question", "limit": str(MAX_QUERY_BYTES)},
-        )
+    check_text(question, "question", "question")
     if not 1 <= k <= MAX_CONVERSATIONS_FOUND:
         raise InvalidArgument(
             f"k must be between 1 and {MAX_CONVERSATIONS_FOUND}", metadata={"field": "k"}
         )
-    chunk_filter = ListFilter(
-        accounts=flt.accounts, chat_ids=flt.chat_ids, since=0, until=0, kinds=("conversation",)
+    units_filter = ListFilter(
+        accounts=flt.accounts, chat_ids=flt.chat_ids, since=0, until=0, kinds=DEFAULT_KINDS
     )
-    depth = max(k * DEPTH_FACTOR, config.list_depth)
-    warnings: list[dict[str, str]] = []
-    elsewhere: list[int] = []
-    lists: dict[str, list[tuple[int, float]]] = {
-        "words": [(u, s) for u, s, _ in await signals.chunks(question, chunk_filter, depth, True)]
-    }
-    cosines: dict[int, float] = {}
-    try:
-        meaning = await signals.meaning(question, chunk_filter, depth, current_chunks_only=True)
-        lists["meaning"] = list(meaning.units)
-        cosines = dict(meaning.units)
-        warnings.extend(meaning.warnings)
-        elsewhere = meaning.embedded_only_elsewhere
-    except ChatseekError as exc:
-        warnings.append({"code": "DENSE_UNAVAILABLE", "message": f"words only: {exc.message}"})
-    weights = {"words": config.words_weight, "meaning": config.meaning_weight}
-    if config.fusion == "rrf":
-        fused = rrf({n: [u for u, _ in r] for n, r in lists.items()}, weights, k=config.rrf_k)
-    else:
-        fused = convex(lists, weights, top=depth)
-    results = await to_thread(lambda: _results(open_db(), fused, cosines, k, since))
+    # Enough units for k results of up to MAX_EVIDENCE passages each.
+    params = SearchParams(query=question, flt=units_filter, mode="hybrid", k=k * MAX_EVIDENCE)
+    got = await rank(open_db, signals, params, config)
+    results = await to_thread(lambda: _results(open_db(), got, k, since))
     return {
         "results": results,
-        "warnings": warnings,
-        "embedded_only_elsewhere": elsewhere,
+        "warnings": got.warnings,
+        "embedded_only_elsewhere": got.elsewhere,
         "note": "conversation ids change between builds; re-list after rebuilding",
     }

@@ -70,9 +70,12 @@ __all__ = [
     "DEFAULT_KINDS",
     "ListFilter",
     "Neighbours",
+    "Ranking",
     "SearchConfig",
     "SearchParams",
     "Signals",
+    "check_text",
+    "rank",
     "search",
 ]
 
@@ -160,6 +163,7 @@ class _Lists:
     best_msg: dict[int, int] = field(default_factory=dict)
     cosines: dict[int, float] = field(default_factory=dict)
     context: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    elsewhere: list[int] = field(default_factory=list)
 
 
 def _chunk_filter(flt: ListFilter) -> ListFilter:
@@ -215,6 +219,7 @@ async def _gather_lists(
         out.ranked["meaning"] = list(meaning.units)
         out.cosines = dict(meaning.units)
         warnings.extend(meaning.warnings)
+        out.elsewhere = list(meaning.embedded_only_elsewhere)
         if meaning.embedded_only_elsewhere:
             warnings.append(
                 _warning(
@@ -509,36 +514,54 @@ def _hits(
     return hits
 
 
-async def search(
+def check_text(text: str, what: str, field_name: str) -> None:
+    """Refuse an empty or over-long query or question."""
+    if not text.strip():
+        raise InvalidArgument(f"the {what} is empty", metadata={"field": field_name})
+    if len(text.encode()) > MAX_QUERY_BYTES:
+        raise InvalidArgument(
+            f"the {what} is longer than {MAX_QUERY_BYTES} bytes",
+            metadata={"field": field_name, "limit": str(MAX_QUERY_BYTES)},
+        )
+
+
+@dataclass
+class Ranking:
+    """Hybrid search's ranked pool before hits are made of it.
+
+    Attributes:
+        final: ``(score, candidate)`` best first: fused (or reranked) and min-max scaled, plus
+            the reaction bonus.
+        units: the pool's units that still exist, by id.
+        best_msg: each unit's best message by the message list.
+        cosines: the dense list's cosines.
+        warnings: why a list or the reranker was skipped.
+        lists: how many ids each list returned, by list name.
+        reranked: whether the cross-encoder ordered the pool.
+        elsewhere: chats of the scope embedded only under another model.
+    """
+
+    final: list[tuple[float, Fused]]
+    units: dict[int, UnitRow]
+    best_msg: dict[int, int]
+    cosines: dict[int, float]
+    warnings: list[dict[str, str]]
+    lists: dict[str, int]
+    reranked: bool
+    elsewhere: list[int]
+
+
+async def rank(
     open_db: Callable[[], Connection],
     signals: Signals,
     params: SearchParams,
     config: SearchConfig,
     *,
     default_rerank: bool = True,
-) -> dict[str, Any]:
-    """Run one hybrid search; returns ``{hits, warnings, mode, reranked, …}``.
-
-    ``open_db`` gives the calling thread's read connection (``ThreadConnections.get``); every
-    read runs off the event loop, in two batched steps: the pool's units, then the hits.
-
-    Raises:
-        InvalidArgument: an unknown mode, an empty or over-long query or k out of range.
-    """
-    if params.mode not in SEARCH_MODES:
-        raise InvalidArgument(
-            f"mode {params.mode!r} is not hybrid, lexical or dense",
-            metadata={"field": "mode"},
-        )
-    if not params.query.strip():
-        raise InvalidArgument("the query is empty", metadata={"field": "query"})
-    if len(params.query.encode()) > MAX_QUERY_BYTES:
-        raise InvalidArgument(
-            f"the query is longer than {MAX_QUERY_BYTES} bytes",
-            metadata={"field": "query", "limit": str(MAX_QUERY_BYTES)},
-        )
-    if not 1 <= params.k <= MAX_K:
-        raise InvalidArgument(f"k must be between 1 and {MAX_K}", metadata={"field": "k"})
+) -> Ranking:
+    """Run the lists, fuse them (with conversation context where built), rerank when asked and
+    add the reaction bonus: the pool every hybrid hit and conversation result is made from.
+    ``params`` is taken as valid (``search`` checks it)."""
     warnings: list[dict[str, str]] = []
     rerank = (config.rerank and default_rerank) if params.rerank is None else params.rerank
     depth = max(params.k, config.rerank_top, config.list_depth)
@@ -591,13 +614,50 @@ async def search(
         for b, f in zip(base, pool, strict=True)
     ]
     final.sort(key=lambda pair: (-pair[0], pair[1].unit_id))
+    return Ranking(
+        final=final,
+        units=units,
+        best_msg=best_msg,
+        cosines=cosines,
+        warnings=warnings,
+        lists={name: len(ids) for name, ids in {**lists, **got.context}.items()},
+        reranked=reranked,
+        elsewhere=got.elsewhere,
+    )
+
+
+async def search(
+    open_db: Callable[[], Connection],
+    signals: Signals,
+    params: SearchParams,
+    config: SearchConfig,
+    *,
+    default_rerank: bool = True,
+) -> dict[str, Any]:
+    """Run one hybrid search; returns ``{hits, warnings, mode, reranked, …}``.
+
+    ``open_db`` gives the calling thread's read connection (``ThreadConnections.get``); every
+    read runs off the event loop, in two batched steps: the pool's units, then the hits.
+
+    Raises:
+        InvalidArgument: an unknown mode, an empty or over-long query or k out of range.
+    """
+    if params.mode not in SEARCH_MODES:
+        raise InvalidArgument(
+            f"mode {params.mode!r} is not hybrid, lexical or dense",
+            metadata={"field": "mode"},
+        )
+    check_text(params.query, "query", "query")
+    if not 1 <= params.k <= MAX_K:
+        raise InvalidArgument(f"k must be between 1 and {MAX_K}", metadata={"field": "k"})
+    got = await rank(open_db, signals, params, config, default_rerank=default_rerank)
     hits = await to_thread(
-        lambda: _hits(open_db(), final, units, best_msg, cosines, params, config)
+        lambda: _hits(open_db(), got.final, got.units, got.best_msg, got.cosines, params, config)
     )
     return {
         "hits": hits,
-        "warnings": warnings,
+        "warnings": got.warnings,
         "mode": params.mode,
-        "reranked": reranked,
-        "lists": {name: len(ids) for name, ids in {**lists, **got.context}.items()},
+        "reranked": got.reranked,
+        "lists": got.lists,
     }

@@ -22,8 +22,11 @@ __all__ = [
     "ChatInfo",
     "MessageRow",
     "UnitRow",
+    "ConversationInfo",
     "channel_copies",
     "chunks_holding",
+    "conversation_infos",
+    "conversations_of_messages",
     "load_chats",
     "load_messages",
     "load_messages_of",
@@ -226,6 +229,73 @@ def _message(r: Sequence[Any]) -> MessageRow:
         comment_post_id=r[15],
         grouped_id=r[16],
     )
+
+
+@dataclass(frozen=True)
+class ConversationInfo:
+    """A conversation of a current build, as a conversation search result names it."""
+
+    build_id: int
+    conversation_id: int
+    first_msg_id: int
+    last_msg_id: int
+    start_date: int
+    end_date: int
+    message_count: int
+    participants: list[str]
+
+
+def conversations_of_messages(
+    conn: Connection, wanted: Mapping[tuple[str, int], Iterable[int]]
+) -> dict[tuple[str, int], dict[int, tuple[int, int]]]:
+    """Each message's conversation in its chat's *current* build: ``(account, chat)`` → msg id
+    → ``(build_id, conversation_id)``; chats without a current build and messages the build
+    does not hold are absent. One query per chat (and per 400 ids)."""
+    out: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
+    for (account, chat_id), ids in wanted.items():
+        found: dict[int, tuple[int, int]] = {}
+        for chunk in _chunks(sorted(set(ids))):
+            marks = ",".join("?" for _ in chunk)
+            for r in conn.execute(
+                "SELECT l.msg_id, l.build_id, l.conversation_id FROM unitize.current_builds b"
+                " JOIN unitize.links l ON l.build_id = b.build_id"
+                f" WHERE b.account = ? AND b.chat_id = ? AND l.msg_id IN ({marks})",
+                (account, chat_id, *chunk),
+            ):
+                found[int(r[0])] = (int(r[1]), int(r[2]))
+        if found:
+            out[(account, chat_id)] = found
+    return out
+
+
+def conversation_infos(
+    conn: Connection, keys: Iterable[tuple[int, int]]
+) -> dict[tuple[int, int], ConversationInfo]:
+    """Conversations by ``(build_id, conversation_id)``; one query per build."""
+    by_build: dict[int, list[int]] = {}
+    for build_id, conversation_id in set(keys):
+        by_build.setdefault(build_id, []).append(conversation_id)
+    out: dict[tuple[int, int], ConversationInfo] = {}
+    for build_id, ids in by_build.items():
+        for chunk in _chunks(sorted(ids)):
+            marks = ",".join("?" for _ in chunk)
+            for r in conn.execute(
+                "SELECT conversation_id, first_msg_id, last_msg_id, start_date, end_date,"
+                " message_count, participants FROM unitize.conversations"
+                f" WHERE build_id = ? AND conversation_id IN ({marks})",
+                (build_id, *chunk),
+            ):
+                out[(build_id, int(r[0]))] = ConversationInfo(
+                    build_id=build_id,
+                    conversation_id=int(r[0]),
+                    first_msg_id=int(r[1]),
+                    last_msg_id=int(r[2]),
+                    start_date=int(r[3]),
+                    end_date=int(r[4]),
+                    message_count=int(r[5]),
+                    participants=list(json.loads(r[6])),
+                )
+    return out
 
 
 def load_messages(

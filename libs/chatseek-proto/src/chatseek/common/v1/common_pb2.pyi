@@ -1831,7 +1831,9 @@ Global___Conversation: _TypeAlias = Conversation  # noqa: Y015
 
 @_typing.final
 class ConversationChunk(_message.Message):
-    """A whole chunk of a conversation that answers the question."""
+    """A passage of a conversation that answers the question: the messages of one ranked unit
+    (window, reply thread, post) that no earlier passage of the answer showed.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1842,15 +1844,18 @@ class ConversationChunk(_message.Message):
     BY_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     unit_id: _builtins.int
+    """The unit the passage comes from."""
     first_msg_id: _builtins.int
     last_msg_id: _builtins.int
     text: _builtins.str
-    """Exactly the messages listed, one line each."""
+    """Exactly the messages listed, one line each, in order; a line shows the date only when
+    the line before it shows another.
+    """
     @_builtins.property
     def msg_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
     def by(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Which lists found it: words, meaning."""
+        """Which lists found it: words, meaning, conversation_words, conversation_meaning."""
 
     def __init__(
         self,
@@ -1916,7 +1921,7 @@ class ConversationHit(_message.Message):
     FALLBACK_LINK_FIELD_NUMBER: _builtins.int
     rank: _builtins.int
     score: _builtins.float
-    """The best chunk's cosine; null for a words-only result."""
+    """The best passage's cosine; null for a words-only result."""
     score_meaning: _builtins.str
     link: _builtins.str
     fallback_link: _builtins.str

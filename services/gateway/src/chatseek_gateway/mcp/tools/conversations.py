@@ -86,11 +86,12 @@ class ConversationTools:
     ) -> dict[str, Any]:
         """Find reconstructed conversations (reply-graph discussions) that answer a question.
 
-        Each result names its conversation (chat, conversation_id, first/last message, dates,
-        size, participants), its evidence (the best matching chunks, whole, with their message
-        ids), a link and `by` (words, meaning); read the whole conversation with
-        conversations_show. Conversation ids change when a chat is rebuilt: re-list rather
-        than keep them.
+        Results follow hybrid search's ranking: each names its conversation (chat,
+        conversation_id, first/last message, dates, size, participants), its evidence (up to
+        three best-matching passages, each a unit's messages with their ids, none repeated),
+        a link and `by`; a conversation whose passages a better one of another conversation
+        separates is listed again. Read a whole conversation with conversations_show.
+        Conversation ids change when a chat is rebuilt: re-list rather than keep them.
         """
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
 
