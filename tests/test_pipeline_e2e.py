@@ -246,6 +246,27 @@ def test_search_degrades_to_words_when_embed_dies(stack: dict[str, Any]) -> None
     cli(env, "stack", "up")
 
 
+def test_hybrid_search_answers_by_meaning_when_the_word_index_is_down(
+    stack: dict[str, Any],
+) -> None:
+    env = stack["env"]
+    pid = int((Path(env["CHATSEEK_HOME"]) / "run" / "lexical.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        doc = cli_json(env, "search", "--json", "--", "SIM card in the mountains")
+        assert doc["hits"]
+        assert all(hit["by"] == ["meaning"] for hit in doc["hits"]), doc["hits"]
+        assert any(w["code"] == "WORDS_UNAVAILABLE" for w in doc["warnings"]), doc["warnings"]
+        # Words alone have nothing to fall back on: that search fails and says why.
+        failed = cli(env, "search", "--mode", "lexical", "--", "SIM card", check=False)
+        assert failed.returncode != 0
+    finally:
+        cli(env, "stack", "up")
+
+
 def _one_chat_export(folder: Path) -> Path:
     folder.mkdir(parents=True)
     messages = [

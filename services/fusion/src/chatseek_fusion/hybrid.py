@@ -11,8 +11,10 @@ were chosen (cross-validated over chats).
 
 Invariants:
 * Degrade, never silence: a dense list that cannot run (no vectors, another model, embed down)
-  is skipped with a warning saying why; a reranker that cannot run leaves the fused order and
-  says so. Hits always say which lists found them (``by``).
+  is skipped with a warning saying why; so, in hybrid mode while the meaning list answers, is a
+  word list that is down, late or still building its index (``WORDS_UNAVAILABLE``,
+  ``CONTEXT_UNAVAILABLE``); a reranker that cannot run leaves the fused order and says so. Hits
+  always say which lists found them (``by``).
 * Scores are within-result-set numbers: min-max normalised over the candidates, plus the
   bounded reaction bonus. They order one answer and compare across nothing else.
 * The lists are fetched ``max(k, rerank_top, list_depth)`` deep; ranking never invents a unit
@@ -39,7 +41,14 @@ from chatseek_core.aio import to_thread
 from chatseek_core.config import SearchConfig
 from chatseek_core.dates import iso_utc
 from chatseek_core.db import Connection
-from chatseek_core.errors import ChatseekError, InvalidArgument
+from chatseek_core.errors import (
+    ChatseekError,
+    DeadlineExceeded,
+    IndexNotReady,
+    InvalidArgument,
+    ResourceExhausted,
+    Unavailable,
+)
 from chatseek_core.limits import MAX_K, MAX_QUERY_BYTES, SEARCH_MODES
 from chatseek_core.links import deep_link, locator
 from chatseek_core.render import render_line, render_lines
@@ -82,6 +91,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_KINDS = ("window", "thread", "post")
+# What a list answers when it cannot answer now: hybrid search goes on without it.
+TRANSIENT = (Unavailable, DeadlineExceeded, ResourceExhausted, IndexNotReady)
 RERANK_TEXT_CHARS = 2000
 
 
@@ -202,8 +213,17 @@ async def _gather_lists(
         *tasks, return_exceptions=True
     )
     out = _Lists()
+    # In hybrid mode a word list that is down, late or still building its index is skipped with
+    # a warning while the meaning list answers; a refused query, or words alone, fails.
+    spare = params.mode == "hybrid" and isinstance(meaning, Neighbours)
     for name, result in (("words", words), ("messages", msgs)):
         if result is None:
+            continue
+        if spare and isinstance(result, TRANSIENT):
+            if not any(w["code"] == "WORDS_UNAVAILABLE" for w in warnings):
+                warnings.append(
+                    _warning("WORDS_UNAVAILABLE", f"word search skipped: {result.message}")
+                )
             continue
         if isinstance(result, BaseException):
             raise result
@@ -228,9 +248,13 @@ async def _gather_lists(
                     + ", ".join(str(c) for c in meaning.embedded_only_elsewhere),
                 )
             )
-    if isinstance(chunk_words, BaseException):
+    if isinstance(chunk_words, TRANSIENT):
+        warnings.append(
+            _warning("CONTEXT_UNAVAILABLE", f"conversation words skipped: {chunk_words.message}")
+        )
+    elif isinstance(chunk_words, BaseException):
         raise chunk_words
-    if chunk_words is not None:
+    elif chunk_words is not None:
         out.context["conversation_words"] = [(u, score) for u, score, _ in chunk_words]
     # A dense list that cannot run has been reported above; its chunk twin adds nothing more.
     if isinstance(chunk_meaning, BaseException) and not isinstance(chunk_meaning, ChatseekError):
