@@ -194,3 +194,23 @@ def test_a_message_repeated_in_one_batch_keeps_its_last_copy(conn: db.Connection
     assert row(conn, 1)["text"] == "two"
     assert media_of(conn, row(conn, 1)["mid"]) is None
     assert events(conn) == [(1, "upsert"), (2, "upsert"), (1, "upsert")]
+
+
+def test_message_hashes_stay_what_stored_rows_were_compared_with() -> None:
+    plain = message(7, 'Ёлка "quoted" 👍', sender_id=5, sender_name="Ann", reactions_total=2)
+    poll = ExportMedia(kind="poll", size=3, extra={"question": "Où?"})
+    service = ExportMessage(
+        chat_id=OTHER_CHAT_ID,
+        msg_id=8,
+        date=1_700_000_060,
+        kind="service",
+        edit_date=1_700_000_100,
+        service_action="pin_message",
+        media=poll,
+        grouped_id=99,
+    )
+
+    assert store.message_hash(dataclasses.replace(plain, date=1_700_000_000)) == (
+        "2c3511ca9d07ef52da1fca03"
+    )
+    assert store.message_hash(service) == "398006fe8667efd3f5babd9f"

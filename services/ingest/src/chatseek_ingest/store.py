@@ -42,6 +42,9 @@ __all__ = [
 FEED_KIND = "message"
 _MENTION_TYPES = frozenset({"mention", "mention_name"})
 _LOOKUP_CHUNK = 400
+# Built once: json.dumps with any non-default argument builds an encoder on every call.
+_JSON = json.JSONEncoder(ensure_ascii=False)
+_HASH_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 _MESSAGE_COLUMNS = (
     "mid",
     "account",
@@ -149,7 +152,7 @@ def _mentions(message: ExportMessage) -> list[str]:
 
 
 def _json_list(values: list[str]) -> str:
-    return json.dumps(values, ensure_ascii=False) if values else "[]"
+    return _JSON.encode(values) if values else "[]"
 
 
 def message_hash(message: ExportMessage) -> str:
@@ -173,7 +176,7 @@ def message_hash(message: ExportMessage) -> str:
     ]
     if message.grouped_id is not None:
         parts.append(message.grouped_id)  # only then, so that older digests stay as they were
-    payload = json.dumps(parts, ensure_ascii=False, separators=(",", ":"), default=str)
+    payload = _HASH_JSON.encode(parts)
     return hashlib.blake2b(payload.encode("utf-8"), digest_size=12).hexdigest()
 
 
@@ -258,7 +261,7 @@ def _store_run(
             m.sender_id,
             m.sender_name,
             m.text,
-            json.dumps(m.entities, ensure_ascii=False) if m.entities else None,
+            _JSON.encode(m.entities) if m.entities else None,
             normalise(m.text),
             m.reply_to_msg_id,
             m.reply_to_peer_id,
@@ -266,7 +269,7 @@ def _store_run(
             m.forwarded_from,
             m.via_bot,
             m.reactions_total,
-            json.dumps(m.reactions, ensure_ascii=False) if m.reactions else None,
+            _JSON.encode(m.reactions) if m.reactions else None,
             m.service_action,
             int(m.has_link),
             _json_list(_mentions(m)),
@@ -325,7 +328,7 @@ def _media_row(mid: int, media: ExportMedia, stats: StoreStats) -> tuple[object,
         media.file_name,
         media.mime,
         media.size,
-        json.dumps(extra, ensure_ascii=False) if extra else None,
+        _JSON.encode(extra) if extra else None,
     )
 
 
