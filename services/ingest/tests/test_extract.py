@@ -715,6 +715,34 @@ def test_a_fetch_error_fails_the_row_and_an_abort_stops_the_pass_cleanly(
     assert list(work.iterdir()) == []
 
 
+def test_rows_settled_without_a_file_commit_together_when_a_fetch_stops_the_pass(
+    conn: Connection,
+) -> None:
+    for msg_id, kind in enumerate(("sticker", "sticker", "document", "sticker", "document"), 1):
+        _add_media(conn, msg_id, kind, f"{msg_id}.pdf" if kind == "document" else None)
+    _add_media(conn, 6, "sticker")
+    commits: list[dict[int, str]] = []
+
+    def on_commit(connection: Connection, phase: str) -> None:
+        if phase == "after":
+            commits.append(_states(connection))
+
+    def fetch(row: MediaRow, tmpdir: Path) -> Path | None:
+        if row.msg_id == 3:
+            return None
+        raise Unavailable("telegram is unreachable")
+
+    remove = db.add_commit_hook(on_commit)
+    try:
+        with pytest.raises(Unavailable):
+            extract_pending(conn, fetch=fetch)
+    finally:
+        remove()
+    settled = {1: "no-extractor", 2: "no-extractor", 4: "no-extractor"}
+    assert commits == [{3: "pending", 5: "pending", 6: "pending", **settled}]
+    assert _states(conn) == commits[0]
+
+
 def test_an_export_path_escaping_the_folder_fails_the_row_unread(
     conn: Connection, export: Path, tmp_path: Path
 ) -> None:

@@ -7,8 +7,10 @@ Invariants:
   it), ``max_pages``, ``max_image_pixels``, ``timeout_s`` per file, and a DOCX zip is measured
   before it is opened. Untrusted files never raise out of ``read_file``: they become ``failed``.
 * Each fetched copy lives in its own temporary directory, deleted whatever happens.
-* Each file's outcome commits in its own transaction through ``store.set_extracted``, so an
+* Each file read commits its outcome at once through ``store.set_extracted``, so an
   interrupted pass keeps what it read and the next one resumes from the rows still pending.
+  Rows settled without a file wait for the next file read, the end of the batch or a fetch
+  that stops the pass, and commit with it: redoing them costs nothing.
 """
 
 from __future__ import annotations
@@ -633,6 +635,20 @@ def _record(conn: Connection, row: MediaRow, outcome: Extracted) -> bool:
     return True
 
 
+def _record_all(
+    conn: Connection, outcomes: list[tuple[MediaRow, Extracted]], report: ExtractReport
+) -> None:
+    """Store ``outcomes`` in one transaction and count those stored in ``report``."""
+    if not outcomes:
+        return
+    with db.transaction(conn):
+        stored = [(row, outcome) for row, outcome in outcomes if _record(conn, row, outcome)]
+    for row, outcome in stored:
+        report.counts[outcome.state] = report.counts.get(outcome.state, 0) + 1
+        if outcome.state == STATE_FAILED:
+            log.info("media %d could not be read: %s", row.mid, outcome.error)
+
+
 def _fetch_and_read(row: MediaRow, fetch: Fetch, limits: Limits, tmpdir: Path) -> Extracted | None:
     """Fetch and read one row; None when it cannot be fetched. ``ChatseekError`` propagates."""
     try:
@@ -676,7 +692,8 @@ def extract_pending(
     """Read the text of every pending media row, oldest message first, resumably.
 
     Rows are settled from their stored facts when possible (nothing fetched), else fetched
-    into an empty temporary directory, read, and recorded, each in its own transaction.
+    into an empty temporary directory, read, and recorded at once; settled rows are recorded
+    in the same transaction as the next file read, or at the end of their batch.
 
     Args:
         conn: a connection to ``ingest.db`` (the pass opens its own transactions).
@@ -713,26 +730,30 @@ def extract_pending(
             batch = _next_batch(conn, after, batch_size, scope)
             if not batch:
                 break
+            settled: list[tuple[MediaRow, Extracted]] = []
             for date, row in batch:
                 if budget_s is not None and clock() - started >= budget_s:
                     report.stopped_by = "budget"
                     break
                 after = (date, row.mid)
                 outcome = decide(row.kind, row.file_name, row.mime, row.size, limits)
-                if outcome is None:
-                    outcome = _fetch_into(row, fetch, limits, Path(pass_dir))
-                if outcome is None:
-                    report.unfetchable += 1
+                if outcome is not None:
+                    settled.append((row, outcome))
                 else:
-                    with db.transaction(conn):
-                        stored = _record(conn, row, outcome)
-                    if stored:
-                        report.counts[outcome.state] = report.counts.get(outcome.state, 0) + 1
-                        if outcome.state == STATE_FAILED:
-                            log.info("media %d could not be read: %s", row.mid, outcome.error)
+                    try:
+                        outcome = _fetch_into(row, fetch, limits, Path(pass_dir))
+                    except ChatseekError:
+                        _record_all(conn, settled, report)
+                        raise
+                    if outcome is None:
+                        report.unfetchable += 1
+                    else:
+                        _record_all(conn, [*settled, (row, outcome)], report)
+                        settled = []
                 done += 1
                 if on_progress is not None:
                     on_progress(done, total)
+            _record_all(conn, settled, report)
     report.remaining = max(_pending_count(conn, scope) - report.unfetchable, 0)
     log.info(
         "extract pass %s: %s, %d unfetchable, %d remaining",
