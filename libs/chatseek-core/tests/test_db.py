@@ -56,6 +56,22 @@ def _file_with_a_table(path: Path) -> Path:
     return path
 
 
+def test_none_binds_as_null_through_the_registered_adapter(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path / "a.db")
+    assert (type(None), sqlean.PrepareProtocol) in sqlean.adapters
+    conn.execute("CREATE TABLE t (a, b TEXT, c INTEGER NOT NULL DEFAULT 7)")
+    conn.executemany("INSERT INTO t (a, b) VALUES (?, ?)", [(None, None), (1, "x"), (None, "y")])
+    rows = conn.execute("SELECT typeof(a), typeof(b), c FROM t ORDER BY rowid").fetchall()
+    assert [tuple(r) for r in rows] == [
+        ("null", "null", 7),
+        ("integer", "text", 7),
+        ("null", "text", 7),
+    ]
+    assert conn.execute("SELECT COUNT(*) FROM t WHERE a IS ?", (None,)).fetchone()[0] == 2
+    with pytest.raises(sqlean.IntegrityError):
+        conn.execute("INSERT INTO t (a, c) VALUES (?, ?)", (1, None))
+
+
 def test_sqlite_vec_loads_and_extension_loading_is_switched_off_again(tmp_path: Path) -> None:
     conn = db.connect(tmp_path / "v.db", vec=True)
     assert conn.execute("SELECT vec_version()").fetchone()[0].startswith("v")

@@ -2,8 +2,9 @@
 
 Invariants:
 * Every connection uses the ``sqlean`` driver (the same SQLite everywhere, able to load
-  sqlite-vec), WAL, ``synchronous=NORMAL``, a busy timeout and foreign keys; extension loading
-  is switched on only while sqlite-vec loads and off again straight after.
+  sqlite-vec; None binds through a registered adapter, five times cheaper), WAL,
+  ``synchronous=NORMAL``, a busy timeout and foreign keys; extension loading is switched on
+  only while sqlite-vec loads and off again straight after.
 * Every write runs inside ``transaction(conn)``: ``BEGIN IMMEDIATE``, or joins the open one.
 * Each owner database has one named, append-only list of migrations recorded in ``_migrations``;
   a file migrated by newer code is refused with ``SchemaTooNew``, never downgraded.
@@ -77,6 +78,16 @@ if TYPE_CHECKING:
     from sqlite3 import Connection
 else:
     Connection = sqlean.Connection
+
+
+def _null(value: None) -> None:
+    return None
+
+
+# Binding None costs the driver a failed adapter lookup: two attribute probes that raise and
+# format an AttributeError, about 2.7 µs a value (0.2 µs for an int), and a message row binds
+# about ten. An adapter registered for None answers the lookup at once and binds NULL the same.
+sqlean.register_adapter(type(None), _null)
 
 
 def connect(
