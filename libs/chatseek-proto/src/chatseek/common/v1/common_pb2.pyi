@@ -1855,7 +1855,7 @@ class ConversationChunk(_message.Message):
     def msg_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
     def by(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Which lists found it: words, meaning, conversation_words, conversation_meaning."""
+        """Which lists found it: words, meaning."""
 
     def __init__(
         self,
