@@ -36,9 +36,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from chatseek_core.render import without_repeated_dates
 from chatseek_core.stopwords import content_words
 from chatseek_core.text import stem, words
-from chatseek_fusion.conversations import group_passages, main_conversation, without_repeated_dates
+from chatseek_fusion.conversations import group_passages, main_conversation
 from eval.run import DEFAULT_MODEL, EVAL_DATA, Stack, _import_all, _load_tool
 
 DEPTH = 100

@@ -12,6 +12,7 @@ from chatseek_core.render import (
     render_line,
     render_lines,
     same_album,
+    without_repeated_dates,
 )
 
 NOON = 1_767_268_800  # 2026-01-01 12:00 UTC
@@ -103,3 +104,20 @@ def test_a_reply_or_a_forward_renders_as_the_message_it_is() -> None:
     forward = Row(text="flat for rent", forwarded_from="Valencia Rentals")
     assert render_line(reply) == "[2026-01-01 12:00] Ann: yes, still free"
     assert render_line(forward) == "[2026-01-01 12:00] Ann: flat for rent"
+
+
+def test_a_line_shows_the_date_only_when_it_changes() -> None:
+    lines = [
+        "[2024-05-01 10:02] Ann: hi",
+        "[2024-05-01 10:05] Bob: hello [2024-05-01 10:05] quoted",
+        "    [photo] second photo of an album",
+        "[2024-05-02 09:00] Ann: next day",
+        "[2024-05-02 09:01] Bob: ok",
+    ]
+    assert without_repeated_dates(lines) == [
+        "[2024-05-01 10:02] Ann: hi",
+        "[10:05] Bob: hello [2024-05-01 10:05] quoted",
+        "    [photo] second photo of an album",
+        "[2024-05-02 09:00] Ann: next day",
+        "[09:01] Bob: ok",
+    ]

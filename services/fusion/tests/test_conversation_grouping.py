@@ -1,13 +1,9 @@
 """Conversation search's grouping of hybrid search's ranking: which conversation a unit belongs
-to, how ranked units become results with passages, and how a passage's lines are written."""
+to and how ranked units become results with passages."""
 
 from __future__ import annotations
 
-from chatseek_fusion.conversations import (
-    group_passages,
-    main_conversation,
-    without_repeated_dates,
-)
+from chatseek_fusion.conversations import group_passages, main_conversation
 
 
 def test_a_unit_belongs_to_the_conversation_holding_most_of_its_messages() -> None:
@@ -71,20 +67,3 @@ def test_units_of_no_conversation_are_skipped_and_k_bounds_the_results() -> None
     ]
     groups = group_passages(ranked, k=2)
     assert [(c, [u for u, _ in p]) for c, p in groups] == [("A", [2]), ("B", [3, 4])]
-
-
-def test_a_line_shows_the_date_only_when_it_changes() -> None:
-    lines = [
-        "[2024-05-01 10:02] Ann: hi",
-        "[2024-05-01 10:05] Bob: hello [2024-05-01 10:05] quoted",
-        "    [photo] second photo of an album",
-        "[2024-05-02 09:00] Ann: next day",
-        "[2024-05-02 09:01] Bob: ok",
-    ]
-    assert without_repeated_dates(lines) == [
-        "[2024-05-01 10:02] Ann: hi",
-        "[10:05] Bob: hello [2024-05-01 10:05] quoted",
-        "    [photo] second photo of an album",
-        "[2024-05-02 09:00] Ann: next day",
-        "[09:01] Bob: ok",
-    ]

@@ -7,6 +7,8 @@ Invariants:
   re-embedding): it needs a new ``RECIPE_VERSION`` in unitize.
 * Anything with the ``RenderedMessage`` attributes renders (unitize's ``Msg``, fusion's
   ``MessageRow``); nothing here reads a database.
+* ``without_repeated_dates`` may shorten lines after rendering, for a reader of one passage:
+  a line whose date the line before shows keeps only its time.
 * An album (one media group, ``grouped_id``, at most ``ALBUM_MAX`` items) is one line group:
   the first photo carries time and sender, each further photo is a line of its own starting
   with ``ALBUM_INDENT``.
@@ -15,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections.abc import Sequence
 from typing import Protocol
@@ -29,6 +32,7 @@ __all__ = [
     "render_line",
     "render_lines",
     "same_album",
+    "without_repeated_dates",
 ]
 
 MEDIA_TEXT_MAX_CHARS = 4000
@@ -165,3 +169,21 @@ def render_lines(seq: Sequence[RenderedMessage]) -> list[str]:
         render_line(m, continues_album=i > 0 and same_album(seq[i - 1], m))
         for i, m in enumerate(seq)
     ]
+
+
+_STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2})\]")
+
+
+def without_repeated_dates(lines: Sequence[str]) -> list[str]:
+    """Rendered message lines with the date left out of a line whose date the line before
+    already showed (``[2024-05-01 10:02] Ann: …`` then ``[10:05] Bob: …``)."""
+    out: list[str] = []
+    shown: str | None = None
+    for line in lines:
+        match = _STAMP.match(line)
+        if match is not None:
+            if match.group(1) == shown:
+                line = f"[{match.group(2)}]{line[match.end() :]}"
+            shown = match.group(1)
+        out.append(line)
+    return out

@@ -24,7 +24,6 @@ Invariants:
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -36,7 +35,7 @@ from chatseek_core.db import Connection
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.limits import MAX_CONVERSATIONS_FOUND
 from chatseek_core.links import deep_link
-from chatseek_core.render import render_lines
+from chatseek_core.render import render_lines, without_repeated_dates
 from chatseek_fusion.fuse import Fused
 from chatseek_fusion.hybrid import (
     DEFAULT_KINDS,
@@ -61,13 +60,11 @@ __all__ = [
     "group_passages",
     "main_conversation",
     "search_conversations",
-    "without_repeated_dates",
 ]
 
 MAX_EVIDENCE = 3
 K = TypeVar("K", bound=Hashable)
 M = TypeVar("M", bound=Hashable)
-_STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2})\]")
 
 
 def main_conversation(msg_ids: Sequence[int], conversation_of: Mapping[int, K]) -> K | None:
@@ -112,21 +109,6 @@ def group_passages(
         else:
             break
         shown.update(fresh)
-    return out
-
-
-def without_repeated_dates(lines: Sequence[str]) -> list[str]:
-    """Rendered message lines with the date left out of a line whose date the line before
-    already showed (``[2024-05-01 10:02] Ann: …`` then ``[10:05] Bob: …``)."""
-    out: list[str] = []
-    shown: str | None = None
-    for line in lines:
-        match = _STAMP.match(line)
-        if match is not None:
-            if match.group(1) == shown:
-                line = f"[{match.group(2)}]{line[match.end() :]}"
-            shown = match.group(1)
-        out.append(line)
     return out
 
 
