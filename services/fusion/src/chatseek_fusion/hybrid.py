@@ -190,6 +190,7 @@ async def _gather_lists(
     depth: int,
     warnings: list[dict[str, str]],
     context: bool,
+    messages: bool,
 ) -> _Lists:
     want_words = params.mode in ("hybrid", "lexical")
     want_meaning = params.mode in ("hybrid", "dense")
@@ -200,7 +201,7 @@ async def _gather_lists(
     chunk_flt = _chunk_filter(params.flt)
     tasks = [
         signals.words(params.query, params.flt, depth) if want_words else nothing(),
-        signals.messages(params.query, params.flt, depth) if want_words else nothing(),
+        signals.messages(params.query, params.flt, depth) if want_words and messages else nothing(),
         signals.meaning(params.query, params.flt, depth) if want_meaning else nothing(),
         signals.chunks(params.query, chunk_flt, depth, True) if context else nothing(),
         (
@@ -582,10 +583,12 @@ async def rank(
     config: SearchConfig,
     *,
     default_rerank: bool = True,
+    anchors: bool = True,
 ) -> Ranking:
     """Run the lists, fuse them (with conversation context where built), rerank when asked and
     add the reaction bonus: the pool every hybrid hit and conversation result is made from.
-    ``params`` is taken as valid (``search`` checks it)."""
+    ``params`` is taken as valid (``search`` checks it). Without ``anchors`` the message list
+    runs only when it weighs in the fusion, and ``best_msg`` may be empty."""
     warnings: list[dict[str, str]] = []
     rerank = (config.rerank and default_rerank) if params.rerank is None else params.rerank
     depth = max(params.k, config.rerank_top, config.list_depth)
@@ -602,7 +605,9 @@ async def rank(
         and config.fusion == "convex"
         and any(weights[name] > 0 for name in CONTEXT_LISTS)
     )
-    got = await _gather_lists(signals, params, depth, warnings, context)
+    got = await _gather_lists(
+        signals, params, depth, warnings, context, anchors or weights["messages"] > 0
+    )
     lists, best_msg, cosines = got.ranked, got.best_msg, got.cosines
     if config.fusion == "rrf":
         fused = rrf(
