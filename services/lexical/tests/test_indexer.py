@@ -472,3 +472,21 @@ _TRICKY = list(
 @given(st.one_of(st.text(), st.text(alphabet=st.sampled_from(_TRICKY))))
 def test_index_columns_equal_the_shared_analyser(text: str) -> None:
     assert index_columns(text) == (" ".join(words(text)), analyse(text))
+
+
+# ASCII text takes a path that skips whitespace folding; text without "_" another regex.
+_ASCII_TRICKY = list("abcXYZ019_-.,!?'\" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x00\x7f")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(_ASCII_TRICKY)))
+def test_index_columns_of_ascii_text_equal_the_shared_analyser(text: str) -> None:
+    assert index_columns(text) == (" ".join(words(text)), analyse(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["snake_case words_here", "Квартира_аренда залог", "__init__ a_b_", "x\u00a0y\u2028z", ""],
+)
+def test_underscores_split_words_as_the_shared_analyser_does(text: str) -> None:
+    assert index_columns(text) == (" ".join(words(text)), analyse(text))

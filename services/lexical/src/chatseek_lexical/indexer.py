@@ -60,6 +60,8 @@ _ENTRY_BYTES = 200
 HASH_BYTES = 16
 _HASH_PERSON = f"chatseek-n{NORMALISER_VERSION}".encode()
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+# The same tokens as ``_WORD_RE`` in text without an underscore (``index_columns``).
+_WORD_NO_UNDERSCORE_RE = re.compile(r"\w+", re.UNICODE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +126,13 @@ def index_columns(text: str) -> tuple[str, str]:
     """The ``(raw, stem)`` FTS columns of ``text``: its words and their stems, space-joined.
 
     Equal to ``(" ".join(words(text)), analyse(text))``, only faster: one normalisation and a
-    dict stem cache. Property tests pin the equality.
+    dict stem cache. No token holds whitespace, so ASCII text is only lower-cased, not also
+    whitespace-folded; and without an underscore, ``\\w+`` cuts the same tokens as
+    ``[^\\W_]+``, a little faster. Property tests pin the equality.
     """
-    tokens = _WORD_RE.findall(normalise(text))
-    return " ".join(tokens), " ".join(map(_stems.__getitem__, tokens))
+    norm = text.lower() if text.isascii() else normalise(text)
+    tokens = (_WORD_RE if "_" in norm else _WORD_NO_UNDERSCORE_RE).findall(norm)
+    return " ".join(tokens), " ".join([_stems[token] for token in tokens])
 
 
 def _message_text(text: str | None, file_name: str | None, extracted: str | None) -> str:
