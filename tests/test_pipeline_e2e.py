@@ -233,13 +233,18 @@ def test_tags_mark_a_chat_for_strict_search(stack: dict[str, Any]) -> None:
     assert {i["chat"]["title"] for i in doc["items"]} == {"Лена Ковалёва"}
 
 
-def test_search_degrades_to_words_when_embed_dies(stack: dict[str, Any]) -> None:
-    env = stack["env"]
-    pid = int((Path(env["CHATSEEK_HOME"]) / "run" / "embed.pid").read_text())
+def _kill(env: dict[str, str], service: str) -> None:
+    """SIGKILL one service of the stack and wait until it is gone."""
+    pid = int((Path(env["CHATSEEK_HOME"]) / "run" / f"{service}.pid").read_text())
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 20
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
+
+
+def test_search_degrades_to_words_when_embed_dies(stack: dict[str, Any]) -> None:
+    env = stack["env"]
+    _kill(env, "embed")
     doc = cli_json(env, "search", "--json", "--", "bank account")
     assert doc["hits"]
     assert any(w["code"] == "DENSE_UNAVAILABLE" for w in doc["warnings"])
@@ -250,11 +255,7 @@ def test_hybrid_search_answers_by_meaning_when_the_word_index_is_down(
     stack: dict[str, Any],
 ) -> None:
     env = stack["env"]
-    pid = int((Path(env["CHATSEEK_HOME"]) / "run" / "lexical.pid").read_text())
-    os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 20
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    _kill(env, "lexical")
     try:
         doc = cli_json(env, "search", "--json", "--", "SIM card in the mountains")
         assert doc["hits"]
@@ -298,11 +299,7 @@ def test_embed_status_shows_an_eta_from_the_recent_rate(
     assert done["total_pending"] == 0 and done["eta_s"] == 0
     assert done["units_per_s"] > 0
     assert "ETA 0s" in cli(env, "embed", "status").stdout
-    pid = int((Path(env["CHATSEEK_HOME"]) / "run" / "embed.pid").read_text())
-    os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 20
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    _kill(env, "embed")
     cli(env, "import", str(_one_chat_export(tmp_path / "island")), "--json")
     deadline = time.monotonic() + 60
     waiting = cli_json(env, "embed", "status", "--json")
