@@ -170,7 +170,8 @@ def test_hybrid_search_weighs_the_conversation_each_unit_sits_in(stack: dict[str
     assert doc["lists"]["conversation_words"] > 0, doc["lists"]
     assert doc["lists"]["conversation_meaning"] > 0, doc["lists"]
     lexical = cli_json(env, "search", "--mode", "lexical", "--json", "--", "SIM card")
-    assert set(lexical["lists"]) == {"words", "messages"}
+    # Words alone run the unit list; anchors come from the hits' own messages, not a list.
+    assert set(lexical["lists"]) == {"words"}
 
     conn = db.connect(":memory:")
     db.attach_readonly(conn, stack["home"] / "data" / "unitize.db", "unitize")

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from chatseek_core import db
 from chatseek_core.feed import cursor
+from chatseek_core.stopwords import query_terms
 from chatseek_core.text import analyse, words
 from chatseek_lexical.indexer import (
     FEED_INGEST,
@@ -23,7 +24,7 @@ from chatseek_lexical.indexer import (
     index_columns,
     rebuild,
 )
-from chatseek_lexical.ranked import match_expression, query_terms
+from chatseek_lexical.ranked import match_expression
 from chatseek_lexical.readiness import words_ready, words_status
 
 CHAT = -1001

@@ -12,9 +12,11 @@ forms split at the apostrophe (``don't`` → ``don``, ``t``), so their pieces ar
 
 from __future__ import annotations
 
-from chatseek_core.text import words
+from chatseek_core.text import stem, words
 
-__all__ = ["STOP_WORDS", "content_words", "is_stop_word"]
+__all__ = ["MAX_QUERY_TERMS", "STOP_WORDS", "content_words", "is_stop_word", "query_terms"]
+
+MAX_QUERY_TERMS = 64
 
 _ENGLISH = """
 a about above after again against all am an and any are as at be because been before being
@@ -50,3 +52,22 @@ def content_words(tokens: list[str]) -> list[str]:
     """``tokens`` without the function words, or all of them when nothing else is left."""
     kept = [w for w in tokens if w not in STOP_WORDS]
     return kept or list(tokens)
+
+
+def query_terms(query_text: str) -> list[tuple[str, str]]:
+    """The ``(raw, stem)`` pairs of a ranked query's words, first occurrence order, no repeats.
+
+    Function words are left out unless the query has nothing else. At most
+    ``MAX_QUERY_TERMS`` pairs are kept; an empty list means nothing indexable. Lexical's BM25
+    lists match these terms, and fusion scores a hit's messages by them.
+    """
+    seen: set[str] = set()
+    out: list[tuple[str, str]] = []
+    for word in content_words(words(query_text)):
+        if word in seen:
+            continue
+        seen.add(word)
+        out.append((word, stem(word)))
+        if len(out) == MAX_QUERY_TERMS:
+            break
+    return out

@@ -236,8 +236,7 @@ async def search_conversations(
     )
     # Enough units for k results of up to MAX_EVIDENCE passages each.
     params = SearchParams(query=question, flt=units_filter, mode="hybrid", k=k * MAX_EVIDENCE)
-    # Passages show whole units, so no anchor message is picked: the message list is not run.
-    got = await rank(open_db, signals, params, config, anchors=False)
+    got = await rank(open_db, signals, params, config)
     results = await to_thread(lambda: _results(open_db(), got, k, since))
     return {
         "results": results,

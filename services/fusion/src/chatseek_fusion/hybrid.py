@@ -52,7 +52,7 @@ from chatseek_core.errors import (
 from chatseek_core.limits import MAX_K, MAX_QUERY_BYTES, SEARCH_MODES
 from chatseek_core.links import deep_link, locator
 from chatseek_core.render import render_line, render_lines
-from chatseek_core.text import stems
+from chatseek_fusion.anchors import Anchors
 from chatseek_fusion.fuse import (
     Fused,
     add_context,
@@ -167,11 +167,10 @@ CONTEXT_LISTS = ("conversation_words", "conversation_meaning")
 
 @dataclass
 class _Lists:
-    """What the lists returned: the ranked unit lists, each unit's best message (from the
-    message list), the dense list's cosines, and the chunk lists of the context."""
+    """What the lists returned: the ranked unit lists, the dense list's cosines, and the chunk
+    lists of the context."""
 
     ranked: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
-    best_msg: dict[int, int] = field(default_factory=dict)
     cosines: dict[int, float] = field(default_factory=dict)
     context: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     elsewhere: list[int] = field(default_factory=list)
@@ -229,9 +228,6 @@ async def _gather_lists(
         if isinstance(result, BaseException):
             raise result
         out.ranked[name] = [(unit_id, score) for unit_id, score, _ in result]
-        if name == "messages":
-            for unit_id, _, msg_id in result:
-                out.best_msg.setdefault(unit_id, msg_id)
     if isinstance(meaning, ChatseekError):
         warnings.append(_warning("DENSE_UNAVAILABLE", f"meaning search skipped: {meaning.message}"))
     elif isinstance(meaning, BaseException):
@@ -265,19 +261,11 @@ async def _gather_lists(
     return out
 
 
-def _anchor(unit: UnitRow, messages: dict[int, MessageRow], best: int | None, query: str) -> int:
+def _anchor(unit: UnitRow, messages: dict[int, MessageRow], best: int | None) -> int:
+    """The unit's best message for the query's words, else its first stored message."""
     if best is not None and best in messages:
         return best
-    wanted = set(stems(query))
-    best_id, best_overlap = unit.msg_ids[0], 0
-    for msg_id in unit.msg_ids:
-        m = messages.get(msg_id)
-        if m is None:
-            continue
-        overlap = len(wanted & set(stems(f"{m.text} {m.media_text or ''}")))
-        if overlap > best_overlap:
-            best_id, best_overlap = msg_id, overlap
-    return best_id
+    return next((i for i in unit.msg_ids if i in messages), unit.msg_ids[0])
 
 
 def _runs(unit: UnitRow, messages: dict[int, MessageRow]) -> list[list[MessageRow]]:
@@ -414,7 +402,7 @@ def _hit(
     cosine: float | None,
 ) -> dict[str, Any]:
     unit = entry.unit
-    anchor = _anchor(unit, messages, best, params.query)
+    anchor = _anchor(unit, messages, best)
     topic = messages[anchor].topic_id if anchor in messages else None
     chat_type = chat.type if chat else "supergroup"
     link, fallback = deep_link(
@@ -460,38 +448,48 @@ def _hit(
     return hit
 
 
+# Anchors are first picked for twice as many units as hits are asked for.
+PREFIX_FACTOR = 2
+
+
 def _album_anchors(
-    conn: Connection, units: dict[int, UnitRow], best: dict[int, int], unit_ids: Sequence[int]
+    units: dict[int, UnitRow],
+    best: dict[int, int],
+    messages: dict[tuple[str, int], dict[int, MessageRow]],
 ) -> dict[int, int]:
     """``{unit_id: best message}`` for the units whose best message is a photo of an album."""
+    out: dict[int, int] = {}
+    for unit_id, msg_id in best.items():
+        u = units[unit_id]
+        m = messages.get((u.account, u.chat_id), {}).get(msg_id)
+        if m is not None and m.grouped_id is not None:
+            out[unit_id] = msg_id
+    return out
+
+
+def _read_messages(
+    conn: Connection, entries: Sequence[_Entry], into: dict[tuple[str, int], dict[int, MessageRow]]
+) -> None:
+    """Add the messages of ``entries``' units and their folded comments to ``into``."""
     wanted: dict[tuple[str, int], set[int]] = {}
-    for unit_id in unit_ids:
-        if unit_id in best:
-            u = units[unit_id]
-            wanted.setdefault((u.account, u.chat_id), set()).add(best[unit_id])
-    in_albums: set[tuple[str, int, int]] = set()
-    for (account, chat_id), found in load_messages_of(conn, wanted).items():
-        for m in found.values():
-            if m.grouped_id is not None:
-                in_albums.add((account, chat_id, m.msg_id))
-    return {
-        unit_id: best[unit_id]
-        for unit_id in unit_ids
-        if unit_id in best
-        and (units[unit_id].account, units[unit_id].chat_id, best[unit_id]) in in_albums
-    }
+    for e in entries:
+        wanted.setdefault((e.unit.account, e.unit.chat_id), set()).update(e.unit.msg_ids)
+        for c in e.comments:
+            wanted.setdefault((c.account, c.chat_id), set()).update(c.msg_ids)
+    for key, found in load_messages_of(conn, {k: sorted(ids) for k, ids in wanted.items()}).items():
+        into.setdefault(key, {}).update(found)
 
 
 def _hits(
     conn: Connection,
     ranked: list[tuple[float, Fused]],
     units: dict[int, UnitRow],
-    best_msg: dict[int, int],
     cosines: dict[int, float],
     params: SearchParams,
     config: SearchConfig,
 ) -> list[dict[str, Any]]:
-    """Fold copies, drop overlaps, and render the top ``k``: every read in batched queries."""
+    """Fold copies, pick anchors, drop overlaps, and render the top ``k``: every read in
+    batched queries."""
     entries = _fold_copies(conn, ranked, units)
     chat_index: dict[tuple[str, int], int] = {}
     ordered = []
@@ -503,16 +501,25 @@ def _hits(
             group = chat_index.setdefault((c.account, c.chat_id), len(chat_index))
             comments.setdefault(e.unit.unit_id, []).append((group, c.msg_ids))
     shown = {e.unit.unit_id: e.unit for e in entries}
-    photos = _album_anchors(conn, shown, best_msg, list(shown))
-    kept = set(dedup(ordered, config.dedup_overlap, photos, comments)[: params.k])
+    # A unit's place in the dedup depends only on the units before it, so anchors are picked and
+    # messages read for a prefix of the pool, grown until it holds ``k`` kept hits.
+    anchors = Anchors(conn, params.query)
+    messages: dict[tuple[str, int], dict[int, MessageRow]] = {}
+    best_msg: dict[int, int] = {}
+    read, upto = 0, PREFIX_FACTOR * params.k
+    while True:
+        batch = entries[read:upto]
+        _read_messages(conn, batch, messages)
+        best_msg.update(anchors.best([e.unit for e in batch], messages))
+        read = min(upto, len(entries))
+        photos = _album_anchors(shown, best_msg, messages)
+        kept_ids = dedup(ordered[:read], config.dedup_overlap, photos, comments)
+        if len(kept_ids) >= params.k or read == len(entries):
+            break
+        upto *= 2
+    kept = set(kept_ids[: params.k])
     chosen = [e for e in entries if e.unit.unit_id in kept][: params.k]
     chats = load_chats(conn, {(e.unit.account, e.unit.chat_id) for e in chosen})
-    wanted: dict[tuple[str, int], set[int]] = {}
-    for e in chosen:
-        wanted.setdefault((e.unit.account, e.unit.chat_id), set()).update(e.unit.msg_ids)
-        for c in e.comments:
-            wanted.setdefault((c.account, c.chat_id), set()).update(c.msg_ids)
-    messages = load_messages_of(conn, {key: sorted(ids) for key, ids in wanted.items()})
     hits = []
     for rank, e in enumerate(chosen, start=1):
         u = e.unit
@@ -558,7 +565,6 @@ class Ranking:
         final: ``(score, candidate)`` best first: fused (or reranked) and min-max scaled, plus
             the reaction bonus.
         units: the pool's units that still exist, by id.
-        best_msg: each unit's best message by the message list.
         cosines: the dense list's cosines.
         warnings: why a list or the reranker was skipped.
         lists: how many ids each list returned, by list name.
@@ -568,7 +574,6 @@ class Ranking:
 
     final: list[tuple[float, Fused]]
     units: dict[int, UnitRow]
-    best_msg: dict[int, int]
     cosines: dict[int, float]
     warnings: list[dict[str, str]]
     lists: dict[str, int]
@@ -583,18 +588,17 @@ async def rank(
     config: SearchConfig,
     *,
     default_rerank: bool = True,
-    anchors: bool = True,
 ) -> Ranking:
     """Run the lists, fuse them (with conversation context where built), rerank when asked and
     add the reaction bonus: the pool every hybrid hit and conversation result is made from.
-    ``params`` is taken as valid (``search`` checks it). Without ``anchors`` the message list
-    runs only when it weighs in the fusion, and ``best_msg`` may be empty."""
+    ``params`` is taken as valid (``search`` checks it). The BM25 message list runs only when
+    it weighs in the fusion: hits' anchors are picked from their own messages (``anchors``)."""
     warnings: list[dict[str, str]] = []
     rerank = (config.rerank and default_rerank) if params.rerank is None else params.rerank
     depth = max(params.k, config.rerank_top, config.list_depth)
     weights = {
         "words": config.words_weight,
-        # Lexical mode is the BM25 unit list alone; the message list still picks anchors.
+        # Lexical mode is the BM25 unit list alone.
         "messages": config.messages_weight if params.mode == "hybrid" else 0.0,
         "meaning": config.meaning_weight,
         "conversation_words": config.conversation_words_weight,
@@ -605,10 +609,8 @@ async def rank(
         and config.fusion == "convex"
         and any(weights[name] > 0 for name in CONTEXT_LISTS)
     )
-    got = await _gather_lists(
-        signals, params, depth, warnings, context, anchors or weights["messages"] > 0
-    )
-    lists, best_msg, cosines = got.ranked, got.best_msg, got.cosines
+    got = await _gather_lists(signals, params, depth, warnings, context, weights["messages"] > 0)
+    lists, cosines = got.ranked, got.cosines
     if config.fusion == "rrf":
         fused = rrf(
             {n: [u for u, _ in ranked] for n, ranked in lists.items()}, weights, k=config.rrf_k
@@ -646,7 +648,6 @@ async def rank(
     return Ranking(
         final=final,
         units=units,
-        best_msg=best_msg,
         cosines=cosines,
         warnings=warnings,
         lists={name: len(ids) for name, ids in {**lists, **got.context}.items()},
@@ -681,7 +682,7 @@ async def search(
         raise InvalidArgument(f"k must be between 1 and {MAX_K}", metadata={"field": "k"})
     got = await rank(open_db, signals, params, config, default_rerank=default_rerank)
     hits = await to_thread(
-        lambda: _hits(open_db(), got.final, got.units, got.best_msg, got.cosines, params, config)
+        lambda: _hits(open_db(), got.final, got.units, got.cosines, params, config)
     )
     return {
         "hits": hits,

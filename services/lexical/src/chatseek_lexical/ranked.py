@@ -24,8 +24,7 @@ from typing import Any
 
 from chatseek_core import db
 from chatseek_core.errors import InvalidValue
-from chatseek_core.stopwords import STOP_WORDS
-from chatseek_core.text import stem, words
+from chatseek_core.stopwords import MAX_QUERY_TERMS, query_terms
 from chatseek_lexical.pools import POOL_FACTOR, POOL_GROWTH, POOL_MIN
 from chatseek_lexical.readiness import require_words_ready
 
@@ -48,7 +47,6 @@ RAW_WEIGHT = 2.0
 STEM_WEIGHT = 1.0
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
-MAX_QUERY_TERMS = 64
 UNIT_KINDS = ("window", "thread", "post")
 CHUNK_KIND = "conversation"
 MESSAGE_UNIT_KINDS = (*UNIT_KINDS, CHUNK_KIND)
@@ -76,26 +74,6 @@ class _Filters:
 
 
 # --- query text ---
-
-
-def query_terms(query_text: str) -> list[tuple[str, str]]:
-    """The ``(raw, stem)`` pairs of the query's words, first occurrence order, no repeats.
-
-    Function words are left out unless the query has nothing else. At most
-    ``MAX_QUERY_TERMS`` pairs are kept; an empty list means nothing indexable.
-    """
-    tokens = words(query_text)
-    content = [w for w in tokens if w not in STOP_WORDS]
-    seen: set[str] = set()
-    out: list[tuple[str, str]] = []
-    for word in content or tokens:
-        if word in seen:
-            continue
-        seen.add(word)
-        out.append((word, stem(word)))
-        if len(out) == MAX_QUERY_TERMS:
-            break
-    return out
 
 
 def _quoted(term: str) -> str:

@@ -8,7 +8,9 @@ deleted and rebuilt from the feeds. Each table has a ``raw`` column (normalised 
 the tables use FTS5's ``ascii`` tokenizer, which only splits them again (an analysed token holds
 no ASCII separator). The tables are contentless (text lives in its owner's file) with delete
 support.
-``msg_vocab`` exposes the message vocabulary for wildcard and regex expansion.
+``msg_vocab`` exposes the message vocabulary for wildcard and regex expansion;
+``msg_col_vocab`` each term's document count per column, which fusion reads to score a hit's own
+messages as bm25 over ``msg_fts`` would.
 """
 
 from __future__ import annotations
@@ -79,4 +81,11 @@ DELETE FROM _cursors WHERE feed IN ('ingest', 'unitize');
 """
 )
 
-MIGRATIONS = [Migration(1, "initial", _M001), Migration(2, "ascii_tokens", _M002)]
+# A view of the index, no storage of its own: the message list's bm25 idf per column.
+_M003 = "CREATE VIRTUAL TABLE msg_col_vocab USING fts5vocab(msg_fts, 'col');"
+
+MIGRATIONS = [
+    Migration(1, "initial", _M001),
+    Migration(2, "ascii_tokens", _M002),
+    Migration(3, "column_vocabulary", _M003),
+]
