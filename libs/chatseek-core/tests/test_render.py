@@ -9,6 +9,7 @@ import pytest
 from chatseek_core.render import (
     ALBUM_INDENT,
     MEDIA_TEXT_MAX_CHARS,
+    month_words,
     render_line,
     render_lines,
     same_album,
@@ -121,3 +122,15 @@ def test_a_line_shows_the_date_only_when_it_changes() -> None:
         "[2024-05-02 09:00] Ann: next day",
         "[09:01] Bob: ok",
     ]
+
+
+def test_month_words_name_each_month_of_the_stamps_once_in_english_and_russian() -> None:
+    rows = [
+        Row(date=1_697_191_200, text="paid"),  # 2023-10-13
+        Row(date=1_697_191_200 + 86_400, sender_name="Bob", text="[2024-05-01 10:05] quoted"),
+        Row(date=1_698_796_800, media_kind="photo", grouped_id=7, text="balcony"),  # 2023-11-01
+        Row(date=1_698_796_800, media_kind="photo", grouped_id=7, text="kitchen"),
+    ]
+    text = "\n".join(render_lines(rows))
+    assert month_words(text) == "october октябрь november ноябрь"
+    assert month_words("no stamps here\n[2023-13-01 10:00] not a month") == ""

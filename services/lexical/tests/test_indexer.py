@@ -411,21 +411,27 @@ def test_a_cursor_past_the_feed_head_asks_for_a_rebuild(tmp_path: Path) -> None:
         second.close()
 
 
-# --- the tokenizer migration ---
+# --- migrations ---
 
 
-def test_an_index_of_the_first_schema_is_indexed_again_with_analysed_tokens(
-    tmp_path: Path,
-) -> None:
+def _stores_at_schema(tmp_path: Path, version: int) -> tuple[Stores, db.Connection]:
+    """Stores whose lexical.db has only lexical's first ``version`` migrations, open apart."""
     from chatseek_lexical.schema import MIGRATIONS, OWNER
 
     s = make_stores(tmp_path)
     s.lex.close()
     (tmp_path / "lexical.db").unlink()
     old = db.connect(tmp_path / "lexical.db")
-    db.migrate(old, OWNER, MIGRATIONS[:1])
+    db.migrate(old, OWNER, MIGRATIONS[:version])
     db.attach_readonly(old, tmp_path / "ingest.db", "ingest")
     db.attach_readonly(old, tmp_path / "unitize.db", "unitize")
+    return s, old
+
+
+def test_an_index_of_the_first_schema_is_indexed_again_with_analysed_tokens(
+    tmp_path: Path,
+) -> None:
+    s, old = _stores_at_schema(tmp_path, 1)
     mid = s.ingest.put_message(CHAT, 1, "Rent the «flat» — ёлка, e-mail")
     apply_feeds(old)
     assert hits(old, "rent") == {mid}
@@ -443,6 +449,36 @@ def test_an_index_of_the_first_schema_is_indexed_again_with_analysed_tokens(
         assert {r[0] for r in s.lex.execute("SELECT term FROM msg_vocab")} == old_terms
         sql = s.lex.execute("SELECT sql FROM sqlite_master WHERE name = 'msg_fts'").fetchone()[0]
         assert "'ascii'" in sql
+    finally:
+        s.close()
+
+
+def test_units_are_indexed_again_with_their_month_names_after_migration_4(
+    tmp_path: Path,
+) -> None:
+    s, old = _stores_at_schema(tmp_path, 3)
+    s.ingest.put_message(CHAT, 1, "rent is 1200")
+    text = "[2023-10-13 10:15] Ann: rent is 1200\n[2023-11-01 10:16] Bob: paid"
+    unit = s.unitize.put_unit(CHAT, "window", [1, 2], text)
+    apply_feeds(old)
+    # As the code before migration 4 wrote it: the text alone.
+    with db.transaction(old):
+        old.execute(
+            "INSERT OR REPLACE INTO unit_fts (rowid, raw, stem) VALUES (?, ?, ?)",
+            (unit, *index_columns(text)),
+        )
+    assert hits(old, "rent october", "unit_fts") == set()
+    old.close()
+
+    s.lex = open_lexical(tmp_path)
+    try:
+        assert hits(s.lex, "rent", "unit_fts") == set()
+        apply_feeds(s.lex)
+        assert hits(s.lex, "rent 1200 2023 october", "unit_fts") == {unit}
+        assert hits(s.lex, "в октябре и ноябре", "unit_fts") == {unit}
+        assert hits(s.lex, "november", "unit_fts") == {unit}
+        assert hits(s.lex, "december", "unit_fts") == set()
+        assert hits(s.lex, "october", "msg_fts") == set()  # messages hold their own words only
     finally:
         s.close()
 

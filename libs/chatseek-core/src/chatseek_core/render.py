@@ -32,6 +32,7 @@ __all__ = [
     "render_line",
     "render_lines",
     "same_album",
+    "month_words",
     "without_repeated_dates",
 ]
 
@@ -187,3 +188,27 @@ def without_repeated_dates(lines: Sequence[str]) -> list[str]:
             shown = match.group(1)
         out.append(line)
     return out
+
+
+_LINE_MONTH = re.compile(r"^\[\d{4}-(\d{2})-\d{2} \d{2}:\d{2}\] ", re.MULTILINE)
+_MONTHS = (
+    ("january", "январь"),
+    ("february", "февраль"),
+    ("march", "март"),
+    ("april", "апрель"),
+    ("may", "май"),
+    ("june", "июнь"),
+    ("july", "июль"),
+    ("august", "август"),
+    ("september", "сентябрь"),
+    ("october", "октябрь"),
+    ("november", "ноябрь"),
+    ("december", "декабрь"),
+)
+
+
+def month_words(text: str) -> str:
+    """The English and Russian names of the months the time stamps of rendered ``text`` fall
+    in, once each, in order: a stamp says ``2023-10-13``, a question says "October 13"."""
+    months = dict.fromkeys(int(m) for m in _LINE_MONTH.findall(text) if 1 <= int(m) <= 12)
+    return " ".join(name for m in months for name in _MONTHS[m - 1])

@@ -6,7 +6,9 @@ deleted and rebuilt from the feeds. Each table has a ``raw`` column (normalised 
 ``stem`` column (Snowball stems by script). Both hold tokens the shared analyser
 (``chatseek_core.text``) already cut, space-joined, and queries cut their words the same way, so
 the tables use FTS5's ``ascii`` tokenizer, which only splits them again (an analysed token holds
-no ASCII separator). The tables are contentless (text lives in its owner's file) with delete
+no ASCII separator). A unit's or chunk's rows add the English and Russian names of the months
+its lines were written in (``render.month_words``), so "what did we say in October" finds the
+lines stamped ``2023-10-…``. The tables are contentless (text lives in its owner's file) with delete
 support.
 ``msg_vocab`` exposes the message vocabulary for wildcard and regex expansion;
 ``msg_col_vocab`` each term's document count per column, which fusion reads to score a hit's own
@@ -28,13 +30,16 @@ TOKENIZER = "ascii"
 _TOKENIZER_1 = "unicode61 remove_diacritics 2"
 
 
-def _fts_tables(tokenizer: str) -> str:
+_TABLES = ("msg_fts", "unit_fts", "chunk_fts")
+
+
+def _fts_tables(tokenizer: str, names: tuple[str, ...] = _TABLES) -> str:
     return "".join(
         f"""
 CREATE VIRTUAL TABLE {name} USING fts5(
     raw, stem, tokenize = '{tokenizer}', content = '', contentless_delete = 1
 );"""
-        for name in ("msg_fts", "unit_fts", "chunk_fts")
+        for name in names
     )
 
 
@@ -84,8 +89,23 @@ DELETE FROM _cursors WHERE feed IN ('ingest', 'unitize');
 # A view of the index, no storage of its own: the message list's bm25 idf per column.
 _M003 = "CREATE VIRTUAL TABLE msg_col_vocab USING fts5vocab(msg_fts, 'col');"
 
+# A unit's or chunk's rows also hold the names of the months its lines fall in
+# (``render.month_words``): both tables are indexed again from the unitize feed, from seq 0.
+_M004 = (
+    """
+DROP TABLE unit_fts;
+DROP TABLE chunk_fts;
+"""
+    + _fts_tables(TOKENIZER, ("unit_fts", "chunk_fts"))
+    + """
+DELETE FROM indexed_units;
+DELETE FROM _cursors WHERE feed = 'unitize';
+"""
+)
+
 MIGRATIONS = [
     Migration(1, "initial", _M001),
     Migration(2, "ascii_tokens", _M002),
     Migration(3, "column_vocabulary", _M003),
+    Migration(4, "unit_month_names", _M004),
 ]
