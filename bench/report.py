@@ -22,6 +22,7 @@ STRICT_KINDS = ("and_two_words", "phrase", "field_date_range", "prefix_wildcard"
 RANKED_KINDS = ("lexical", "dense", "hybrid", "hybrid_rerank")
 STAGES = ("import", "unitize", "lexical", "vector")
 SECTIONS = ("units", "pipeline", "embed", "models", "knn", "load", "rival")
+SERVICE_RSS_TARGET_MIB = 400
 
 
 @dataclass(frozen=True)
@@ -126,11 +127,11 @@ def _pipeline_targets(pipe: dict[str, Any], at: str, full: bool) -> list[Target]
         out.append(
             _judge(
                 "peak RSS of the largest service (MiB)",
-                "< 400 at 1M",
+                f"< {SERVICE_RSS_TARGET_MIB} at 1M",
                 rss[name],
                 f"{at}: {name}",
                 full,
-                lambda v: v < 400,
+                lambda v: v < SERVICE_RSS_TARGET_MIB,
             )
         )
     for kind in STRICT_KINDS:
@@ -1063,6 +1064,35 @@ def _embed_bars(ax: Any, embed: dict[str, Any]) -> None:
     )
 
 
+def _memory_chart(plt: Any, ordered: list[dict[str, Any]], stem: Path) -> Path | None:
+    """Each service's peak RSS over the pipeline scales, beside the per-service target."""
+    sizes = [p.get("messages", p["messages_requested"]) for p in ordered]
+    services: list[str] = []
+    for p in ordered:
+        services.extend(s for s in p.get("peak_rss_mib") or {} if s not in services)
+    if not services:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for name in services:
+        ys = [_get(p, "peak_rss_mib", name) for p in ordered]
+        points = [(x, y) for x, y in zip(sizes, ys, strict=True) if y is not None]
+        ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=name)
+    ax.axhline(SERVICE_RSS_TARGET_MIB, color="black", linestyle="--", label="target at 1M")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="messages in the archive",
+        ylabel="peak RSS (VmHWM), MiB",
+        title="peak memory per service vs archive size",
+    )
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    path = stem.with_name(stem.name + "-memory.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def charts(results: dict[str, Any], stem: Path) -> dict[str, str]:
     """Write the PNG charts; returns ``{title: file name}``."""
     import matplotlib
@@ -1105,6 +1135,9 @@ def charts(results: dict[str, Any], stem: Path) -> dict[str, str]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written["latency against archive size"] = path.name
+        memory = _memory_chart(plt, ordered, stem)
+        if memory is not None:
+            written["peak RSS per service against archive size"] = memory.name
     embed = results.get("embed") or {}
     if ordered or embed:
         fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
