@@ -16,7 +16,7 @@ chat's local pace (``_pace``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import NamedTuple
@@ -124,7 +124,9 @@ class Analysed(NamedTuple):
     date: int
     addressed: tuple[int, ...]
     mentioned: tuple[int, ...]
-    stems: frozenset[str]
+    # Distinct stems. A topic's stems are tuples, a set built from one only while a
+    # decision reads it: one frozenset a message was a fifth of a big build's memory.
+    stems: tuple[str, ...] | frozenset[str]
     question: bool
     length: int
 
@@ -201,7 +203,7 @@ def _ranked(kept: Mapping[str, float]) -> tuple[dict[str, int], np.ndarray]:
 
 
 def _ranked_overlaps(
-    stem_sets: Sequence[frozenset[str]], ranks: Mapping[str, int], weights: np.ndarray
+    stem_sets: Sequence[Collection[str]], ranks: Mapping[str, int], weights: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """``_overlaps_of`` given each kept stem's rank in name order and the idf by rank.
 
@@ -275,8 +277,11 @@ class TopicArrays:
         self.prev_same, self.next_same = _prev_next_same(self.author)
         self.informative = informative(idf)
         known = frozenset(self.informative)
-        # ``build_links`` has already cut them to these: then the sets are shared, not copied.
-        self.stems = [s if s <= known else s & known for s in (m.stems for m in msgs)]
+        # ``build_links`` has already cut them to these: then the tuples are shared, not copied.
+        self.stems: list[tuple[str, ...]] = [
+            s if isinstance(s, tuple) and known.issuperset(s) else tuple(known.intersection(s))
+            for s in (m.stems for m in msgs)
+        ]
         self._ranks, self._weights = _ranked(self.informative)
         self._rows: OverlapRows | None = None
         self.pace = _pace(self.date)
@@ -524,7 +529,9 @@ class DynamicState:
         self.tail[conv] = i
         self.size[conv] += 1
         self.conv_authors.setdefault(conv, set()).add(a_i)
-        self.conv_stems.setdefault(conv, set()).update(self.t.stems[i])
+        # From the set the tuple makes, as ``features_flat`` reads it: the order the stems go in
+        # fixes the conversation set's iteration order, and so the rounding of its overlap sums.
+        self.conv_stems.setdefault(conv, set()).update(frozenset(self.t.stems[i]))
         for b in self._mentioned[i]:
             self.named.setdefault(a_i, {})[b] = i
             self.named.setdefault(b, {})[a_i] = i
@@ -556,7 +563,12 @@ class DynamicState:
         conv_authors, conv_stems, date = self.conv_authors, self.conv_stems, self.date
         recent = i - INTERACTION_WINDOW
         named = self.named.get(a_i, _NOBODY)
-        c_stems, idf, date_i, pace = self.t.stems[i], self.t.informative, date[i], self.pace[i]
+        c_stems, idf, date_i, pace = (
+            frozenset(self.t.stems[i]),
+            self.t.informative,
+            date[i],
+            self.pace[i],
+        )
         log1p = math.log1p
         overlap: list[float] | None = None
         by_conv: dict[int, tuple[float, float, float, float, float]] = {}

@@ -307,7 +307,7 @@ class LinkContext:
                     inf.date,
                     addressed,
                     mentioned,
-                    frozenset(inf.stems),
+                    inf.stems,
                     inf.question,
                     inf.length,
                 )
