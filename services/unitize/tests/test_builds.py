@@ -58,6 +58,18 @@ def _chunks(s: Stores) -> dict[int, tuple[int | None, str]]:
     }
 
 
+def _chunk_rows(s: Stores) -> dict[int, tuple[object, ...]]:
+    """Every stored column of each chunk but its build."""
+    return {
+        int(r[0]): tuple(r[1:])
+        for r in s.unitize.execute(
+            "SELECT unit_id, key, first_msg_id, last_msg_id, start_date, end_date, msg_ids,"
+            " senders, reactions, text, content_hash, recipe FROM units"
+            " WHERE kind = 'conversation'"
+        )
+    }
+
+
 def _state(s: Stores, build_id: int) -> str:
     row = s.unitize.execute(
         "SELECT state FROM conversation_builds WHERE build_id = ?", (build_id,)
@@ -113,6 +125,7 @@ def test_a_rebuild_reuses_unchanged_chunks_and_retires_the_previous_build(
 ) -> None:
     first = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
     chunks = _chunks(stores)
+    rows = _chunk_rows(stores)
     head = stores.feed_head()
 
     second = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
@@ -122,6 +135,9 @@ def test_a_rebuild_reuses_unchanged_chunks_and_retires_the_previous_build(
     assert second.chunks_reused == len(chunks) and second.chunks_new == 0
     assert {u: h for u, (_, h) in _chunks(stores).items()} == {u: h for u, (_, h) in chunks.items()}
     assert {b for b, _ in _chunks(stores).values()} == {second.build_id}
+    # Moved without their texts in hand, the chunks keep every column, the text included.
+    assert _chunk_rows(stores) == rows
+    assert all(row[8] for row in rows.values())
     assert stores.unit_events(head) == []
     old_links = stores.unitize.execute(
         "SELECT COUNT(*) FROM links WHERE build_id = ?", (first.build_id,)

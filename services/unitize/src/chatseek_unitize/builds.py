@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from chatseek_core import db
 from chatseek_core.db import Connection
@@ -91,6 +91,12 @@ class ChunkUnit:
     content_hash: str
     recipe: int = RECIPE_VERSION
     kind: str = CHUNK_KIND
+
+
+def text_dropped(chunk: ChunkUnit) -> ChunkUnit:
+    """``chunk`` without its text, for ``UnitWriter.retarget``: a rebuild that reuses most
+    chunks held every text of the chat until it published."""
+    return replace(chunk, text="")
 
 
 @dataclass
@@ -527,7 +533,8 @@ def _write_chunks(
     """Insert the chunks the previous build lacks; pair the others with their stored unit.
 
     Chunks are cut a conversation at a time and new ones inserted as a batch fills: only
-    the reused ones (which the publish step retargets) are held to the end.
+    the reused ones (which the publish step retargets) are held to the end, without their
+    texts.
     """
     prev = {
         u.ident: u
@@ -558,7 +565,8 @@ def _write_chunks(
             report.chunks += 1
             old = prev.get((topic_key(chunk.topic_id), CHUNK_KIND, chunk.key))
             if old is not None and old.content_hash == chunk.content_hash:
-                reused.append((old, chunk))
+                # Without its text: publishing moves the stored chunk, whose text is this one.
+                reused.append((old, text_dropped(chunk)))
             else:
                 new.append(chunk)
                 if len(new) >= WRITE_BATCH:

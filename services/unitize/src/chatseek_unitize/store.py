@@ -37,6 +37,21 @@ __all__ = [
 UNIT_EVENT = "unit"
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
 _IN_CHUNK = 500
+# What an update rewrites of a unit, in ``UnitWriter._values`` order; the text and what
+# follows it stay as stored when a chunk only moves to another build.
+_UPDATE_COLUMNS = (
+    "first_msg_id",
+    "last_msg_id",
+    "start_date",
+    "end_date",
+    "msg_ids",
+    "senders",
+    "reactions",
+    "text",
+    "content_hash",
+    "recipe",
+)
+_TEXT_COLUMN = _UPDATE_COLUMNS.index("text")
 _COLUMNS = (
     "unit_id, chat_id, topic_key, kind, key, content_hash, reactions, msg_ids, senders,"
     " start_date, end_date, build_id"
@@ -319,6 +334,7 @@ class UnitWriter:
 
     @staticmethod
     def _values(unit: UnitLike) -> tuple[object, ...]:
+        """``unit``'s values for ``_UPDATE_COLUMNS``, in that order."""
         return (
             unit.msg_ids[0],
             unit.msg_ids[-1],
@@ -333,8 +349,10 @@ class UnitWriter:
         )
 
     def retarget(self, prev: StoredUnit, chat_id: int, unit: UnitLike, build_id: int) -> None:
-        """Move a stored chunk with unchanged text to another build, refreshing its columns."""
-        self._update(prev, chat_id, None, unit, announce=False, build_id=build_id)
+        """Move a stored chunk with ``unit``'s content hash to another build, refreshing its
+        other columns. The hash covers recipe and text, so those stay as stored, and ``unit``
+        may come without its text (``text_dropped``)."""
+        self._update(prev, chat_id, None, unit, announce=False, build_id=build_id, text=False)
 
     def _update(
         self,
@@ -345,13 +363,15 @@ class UnitWriter:
         *,
         announce: bool,
         build_id: int | None = None,
+        text: bool = True,
     ) -> None:
+        values = self._values(unit)
+        columns = _UPDATE_COLUMNS if text else _UPDATE_COLUMNS[:_TEXT_COLUMN]
         self.conn.execute(
-            "UPDATE units SET first_msg_id = ?, last_msg_id = ?, start_date = ?, end_date = ?,"
-            " msg_ids = ?, senders = ?, reactions = ?, text = ?, content_hash = ?, recipe = ?,"
-            " build_id = ? WHERE unit_id = ?",
+            f"UPDATE units SET {', '.join(f'{c} = ?' for c in columns)}, build_id = ?"
+            " WHERE unit_id = ?",
             (
-                *self._values(unit),
+                *values[: len(columns)],
                 build_id if build_id is not None else prev.build_id,
                 prev.unit_id,
             ),
