@@ -258,7 +258,7 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 "default embedder, service, unit-like texts/s",
                 ">= 20",
                 models.get("service_units_per_s"),
-                f"MiniLM bf16 {models.get('minilm_bf16_units_per_s')}/s",
+                f"MiniLM fp32 {models.get('minilm_fp32_units_per_s')}/s",
                 True,
                 lambda v: v >= 20,
             )
@@ -814,7 +814,7 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
             f"{embed['texts']} texts of {embed['mean_chars']} characters on average;"
             f" bf16 vs fp32 smallest cosine {embed.get('bf16_min_cosine_vs_fp32')};"
             f" torch threads {embed.get('torch_threads')}; best of {embed.get('rounds')}"
-            " interleaved rounds.",
+            " interleaved rounds (bf16: one round).",
             "",
         ]
     models = results.get("models")
@@ -861,6 +861,8 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
             "`clustered` mimics MiniLM embeddings of the generated texts; `gaussian` is"
             " isotropic noise, the worst case for sign bits. `previous` is the quantised path"
             " before this benchmark (sqlite-vec Hamming KNN, 8× oversampling, vec0 rescoring)."
+            f" Queries per set: {_knn_queries(knn)}; the gaussian set runs up to 100,000"
+            " vectors only."
             f" Budgets: {json.dumps(knn.get('budgets'), ensure_ascii=False)}.",
             "",
         ]
@@ -872,6 +874,15 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
     return "\n".join(md)
 
 
+def _knn_queries(knn: dict[str, Any]) -> str:
+    counts = {
+        int(size): e.get("queries", knn.get("queries"))
+        for name in ("clustered", "gaussian")
+        for size, e in (knn.get(name) or {}).items()
+    }
+    return ", ".join(f"{q} at {size:,}" for size, q in sorted(counts.items()))
+
+
 def _models_md(m: dict[str, Any]) -> list[str]:
     name = (m.get("model") or {}).get("name", "?")
     md = [f"## The default embedder ({name}) beside MiniLM", ""]
@@ -879,13 +890,13 @@ def _models_md(m: dict[str, Any]) -> list[str]:
     for key, label in (("units", "unit-like texts"), ("ru", "Russian unit-like texts")):
         texts = (m.get("texts") or {}).get(key)
         chars = (m.get("mean_chars") or {}).get(key)
-        reference = m.get(f"minilm_bf16_{key}_per_s")
+        reference = m.get(f"minilm_fp32_{key}_per_s")
         for variant, what in (("service", "embed service, gRPC"), ("in_process", "in-process")):
             rows.append(
                 [
                     f"{what}: {texts} {label} of {chars} chars",
                     m.get(f"{variant}_{key}_per_s"),
-                    "all-MiniLM-L6-v2 bf16, direct",
+                    "all-MiniLM-L6-v2 fp32, direct",
                     reference,
                 ]
             )

@@ -65,8 +65,10 @@ BUSY_TIMEOUT_MS = 5000
 # memory is held under HEAP_LIMIT_BYTES, a soft limit past which SQLite recycles cache pages
 # before it allocates more. Files are not memory-mapped: a mapped page counts in the process's
 # RSS once per connection and file, so a service attaching two producers' files grew by up to
-# 768 MiB of mappings at 1M messages; the OS page cache serves re-reads just as well.
-CACHE_SIZE_KIB = 32 * 1024
+# 768 MiB of mappings at 1M messages; the OS page cache serves re-reads just as well. 16 MiB,
+# not 32: a 100k import to words peaked 45-50 MiB lower over the four word-path services, at
+# no CPU cost this host's noise could show (bench/PROFILES.md, "Page cache per connection").
+CACHE_SIZE_KIB = 16 * 1024
 HEAP_LIMIT_BYTES = 160 * 1024 * 1024
 MMAP_SIZE_BYTES = 0
 # A WAL file keeps its high-water size after a checkpoint resets it; past this it is cut back.
