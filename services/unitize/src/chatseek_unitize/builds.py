@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
+import numpy as np
+
 from chatseek_core import db
 from chatseek_core.db import Connection
 from chatseek_core.errors import ChatNotFound
@@ -34,12 +36,11 @@ from chatseek_unitize.cutting import chrono_key
 from chatseek_unitize.linking import (
     WEIGHTS_PATH,
     LearnedScorer,
-    Link,
     LinkScorer,
     RuleScorer,
     build_links,
-    conversations,
 )
+from chatseek_unitize.linkstream import NO_ID, REASONS, LinkColumns, link_chat
 from chatseek_unitize.model import RECIPE_VERSION, Msg
 from chatseek_unitize.store import StoredUnit, UnitWriter, stored_units, topic_key
 
@@ -315,34 +316,25 @@ def discard_unfinished(conn: Connection, account: str = "", chat_id: int | None 
 # --- building ---
 
 
-def _conversation_rows(
-    build_id: int, groups: Sequence[Sequence[int]], msgs: dict[int, Msg]
-) -> tuple[dict[int, int], list[tuple[object, ...]]]:
-    """Conversation ids by message, and the ``conversations`` rows (ids from 1, by start)."""
-    ordered = sorted(
-        (sorted((msgs[i] for i in g), key=chrono_key) for g in groups if g),
-        key=lambda seq: chrono_key(seq[0]),
+def _conversation_row(
+    build_id: int, conv_id: int, links: LinkColumns, at: Sequence[int], seq: Sequence[Msg]
+) -> tuple[object, ...]:
+    """The ``conversations`` row of conversation ``conv_id``: its links at ``at``, its
+    messages (as loaded) ``seq``, both in chronological order."""
+    names: dict[str, None] = {}
+    for m in seq:
+        names.setdefault(m.sender_name or UNKNOWN_SENDER, None)
+    dates = [links.date[k] for k in at]
+    return (
+        build_id,
+        conv_id,
+        links.msg_id[at[0]],
+        links.msg_id[at[-1]],
+        min(dates),
+        max(dates),
+        len(at),
+        json.dumps(list(names), ensure_ascii=False),
     )
-    conv_of: dict[int, int] = {}
-    rows: list[tuple[object, ...]] = []
-    for conv_id, seq in enumerate(ordered, start=1):
-        names: dict[str, None] = {}
-        for m in seq:
-            conv_of[m.msg_id] = conv_id
-            names.setdefault(m.sender_name or UNKNOWN_SENDER, None)
-        rows.append(
-            (
-                build_id,
-                conv_id,
-                seq[0].msg_id,
-                seq[-1].msg_id,
-                min(m.date for m in seq),
-                max(m.date for m in seq),
-                len(seq),
-                json.dumps(list(names), ensure_ascii=False),
-            )
-        )
-    return conv_of, rows
 
 
 def _chunk_units(seq: Sequence[Msg], repeats: dict[tuple[int, str], int]) -> list[ChunkUnit]:
@@ -417,11 +409,9 @@ def _build(
             metadata={"chat_id": str(chat_id)},
         )
     _progress(on_progress, "load", 0, 0)
-    msgs = loader.load_chat(conn, account, chat_id)
     answers = valid_answers(conn, account, chat_id)
-    _progress(on_progress, "link", 0, len(msgs))
-    links = build_links(msgs, agent_answers=answers.valid, scorer=scorer)
-    by_id = {m.msg_id: m for m in msgs}
+    _progress(on_progress, "link", 0, 0)
+    links = _links(conn, account, chat_id, answers.valid, scorer)
     discard_unfinished(conn, account, chat_id)
     with db.transaction(conn):
         prev_row = conn.execute(
@@ -445,9 +435,9 @@ def _build(
         stale_answers=len(answers.stale),
     )
     try:
-        groups = conversations(links)
-        _write_links(conn, build_id, links, groups, by_id, report, on_progress, write_batch)
-        fresh, reused = _write_chunks(conn, account, chat_id, build_id, groups, by_id, report)
+        number, report.conversations = links.conversations()
+        _write_links(conn, build_id, links, number, report, on_progress, write_batch)
+        fresh, reused = _write_chunks(conn, account, chat_id, build_id, links, number, report)
         _progress(on_progress, "chunk", report.chunks, report.chunks)
         _publish(conn, account, chat_id, build_id, report, fresh, reused)
         _progress(on_progress, "publish", 1, 1)
@@ -473,34 +463,63 @@ def _build(
     return report
 
 
+def _links(
+    conn: Connection,
+    account: str,
+    chat_id: int,
+    answers: dict[int, int | None],
+    scorer: LinkScorer,
+) -> LinkColumns:
+    """The chat's links. The shipped learned scorer reads the chat as a stream and holds a
+    few numbers a message; any other scorer reads a ``LinkContext``, which holds the chat."""
+    if type(scorer) is LearnedScorer:
+        return link_chat(
+            lambda: loader.iter_chat(conn, account, chat_id), agent_answers=answers, scorer=scorer
+        )
+    msgs = loader.load_chat(conn, account, chat_id)
+    dates = {m.msg_id: m.date for m in msgs}
+    out = LinkColumns()
+    for link in build_links(msgs, agent_answers=answers, scorer=scorer):
+        out.add(
+            link.msg_id,
+            dates[link.msg_id],
+            link.parent_id,
+            link.reason,
+            link.confidence,
+            link.rejected,
+        )
+    return out
+
+
 def _write_links(
     conn: Connection,
     build_id: int,
-    links: Sequence[Link],
-    groups: Sequence[Sequence[int]],
-    by_id: dict[int, Msg],
+    links: LinkColumns,
+    number: np.ndarray,
     report: BuildReport,
     on_progress: Progress | None,
     write_batch: int,
 ) -> None:
-    conv_of, conv_rows = _conversation_rows(build_id, groups, by_id)
-    report.conversations = len(conv_rows)
     reasons = report.reasons
+    conv_of = number.tolist()
     # Rows are made a batch at a time: a big chat's rows, all at once, held a tuple and a
-    # JSON string for every link beside the links themselves.
+    # JSON string for every link.
     for start in range(0, len(links), write_batch):
         rows = []
-        for link in links[start : start + write_batch]:
-            reasons[link.reason] = reasons.get(link.reason, 0) + 1
+        for k in range(start, min(start + write_batch, len(links))):
+            reason = REASONS[links.reason[k]]
+            reasons[reason] = reasons.get(reason, 0) + 1
+            parent = links.parent_id[k]
+            rejected = links.runners_up(k)
             rows.append(
                 (
                     build_id,
-                    link.msg_id,
-                    link.parent_id,
-                    conv_of[link.msg_id],
-                    link.reason,
-                    link.confidence,
-                    json.dumps([list(r) for r in link.rejected]) if link.rejected else None,
+                    links.msg_id[k],
+                    None if parent == NO_ID else parent,
+                    conv_of[k],
+                    reason,
+                    links.confidence[k],
+                    json.dumps([list(r) for r in rejected]) if rejected else None,
                 )
             )
         with db.transaction(conn):
@@ -511,14 +530,6 @@ def _write_links(
             )
         _progress(on_progress, "write", min(start + write_batch, len(links)), len(links))
     report.answers_applied = reasons.get("agent", 0)
-    for start in range(0, len(conv_rows), write_batch):
-        with db.transaction(conn):
-            conn.executemany(
-                "INSERT INTO conversations (build_id, conversation_id, first_msg_id,"
-                " last_msg_id, start_date, end_date, message_count, participants)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                conv_rows[start : start + write_batch],
-            )
 
 
 def _write_chunks(
@@ -526,15 +537,17 @@ def _write_chunks(
     account: str,
     chat_id: int,
     build_id: int,
-    groups: Sequence[Sequence[int]],
-    by_id: dict[int, Msg],
+    links: LinkColumns,
+    number: np.ndarray,
     report: BuildReport,
 ) -> tuple[list[int], list[tuple[StoredUnit, ChunkUnit]]]:
-    """Insert the chunks the previous build lacks; pair the others with their stored unit.
+    """Write the ``conversations`` rows, insert the chunks the previous build lacks, and
+    pair the others with their stored unit.
 
-    Chunks are cut a conversation at a time and new ones inserted as a batch fills: only
-    the reused ones (which the publish step retargets) are held to the end, without their
-    texts.
+    Conversations are read back from ingest a batch at a time (about ``WRITE_BATCH``
+    messages), in order of their first message, and their rows and new chunks inserted as
+    each batch is cut: only the reused chunks (which the publish step retargets) are held to
+    the end, without their texts.
     """
     prev = {
         u.ident: u
@@ -550,29 +563,50 @@ def _write_chunks(
     repeats: dict[tuple[int, str], int] = {}
     reused: list[tuple[StoredUnit, ChunkUnit]] = []
     new: list[ChunkUnit] = []
+    rows: list[tuple[object, ...]] = []
     fresh: list[int] = []
 
     def insert() -> None:
         with db.transaction(conn):
+            conn.executemany(
+                "INSERT INTO conversations (build_id, conversation_id, first_msg_id,"
+                " last_msg_id, start_date, end_date, message_count, participants)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
             fresh.extend(
                 UnitWriter(conn, account).insert_many(chat_id, None, new, build_id=build_id)
             )
+        rows.clear()
         new.clear()
 
-    for group in groups:
-        seq = sorted((by_id[i] for i in group), key=chrono_key)
-        for chunk in _chunk_units(seq, repeats):
-            report.chunks += 1
-            old = prev.get((topic_key(chunk.topic_id), CHUNK_KIND, chunk.key))
-            if old is not None and old.content_hash == chunk.content_hash:
-                # Without its text: publishing moves the stored chunk, whose text is this one.
-                reused.append((old, text_dropped(chunk)))
-            else:
-                new.append(chunk)
-                if len(new) >= WRITE_BATCH:
-                    insert()
-    if new:
+    # Each conversation's links, in chronological order: ``members[bounds[c - 1]:bounds[c]]``.
+    members = np.argsort(number, kind="stable")
+    bounds = np.searchsorted(number[members], np.arange(1, report.conversations + 2)).tolist()
+    members_list = members.tolist()
+    conv = 1
+    while conv <= report.conversations:
+        last = conv
+        while last < report.conversations and bounds[last] - bounds[conv - 1] < WRITE_BATCH:
+            last += 1
+        at = members_list[bounds[conv - 1] : bounds[last]]
+        loaded = loader.load_ids(conn, account, chat_id, (links.msg_id[k] for k in at))
+        for c in range(conv, last + 1):
+            at = members_list[bounds[c - 1] : bounds[c]]
+            # A message ingest dropped since the links were made leaves its conversation's
+            # text; the drop queues a new build.
+            seq = [m for m in (loaded.get(links.msg_id[k]) for k in at) if m is not None]
+            rows.append(_conversation_row(build_id, c, links, at, seq))
+            for chunk in _chunk_units(seq, repeats) if seq else ():
+                report.chunks += 1
+                old = prev.get((topic_key(chunk.topic_id), CHUNK_KIND, chunk.key))
+                if old is not None and old.content_hash == chunk.content_hash:
+                    # Without its text: publishing moves the stored chunk, whose text is this.
+                    reused.append((old, text_dropped(chunk)))
+                else:
+                    new.append(chunk)
         insert()
+        conv = last + 1
     report.chunks_new = len(fresh)
     report.chunks_reused = len(reused)
     return fresh, reused

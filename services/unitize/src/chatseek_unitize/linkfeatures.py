@@ -16,7 +16,7 @@ chat's local pace (``_pace``).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import NamedTuple
@@ -31,8 +31,11 @@ __all__ = [
     "Analysed",
     "Block",
     "DynamicState",
+    "StemTable",
     "TopicArrays",
+    "TopicColumns",
     "TopicInputs",
+    "columns_of",
     "informative",
     "message_features",
     "pair_columns",
@@ -131,12 +134,74 @@ class Analysed(NamedTuple):
     length: int
 
 
+@dataclass(frozen=True, slots=True)
+class StemTable:
+    """Each message's informative stems as numbers into ``vocab``: message ``k`` holds
+    ``ids[off[k]:off[k + 1]]``, in the order its analysis listed them. A tuple of strings a
+    message took about 100 bytes and more; here a stem takes four."""
+
+    vocab: Sequence[str]
+    ids: np.ndarray  # int32
+    off: np.ndarray  # int64, one more than there are messages
+
+    def of(self, k: int) -> tuple[str, ...]:
+        """Message ``k``'s stems, in the order they were listed (which fixes the order a set
+        made from them iterates in, and so the rounding of sums over it)."""
+        vocab = self.vocab
+        return tuple([vocab[x] for x in self.ids[self.off[k] : self.off[k + 1]].tolist()])
+
+
+@dataclass(frozen=True, slots=True)
+class TopicColumns:
+    """What the features read of a topic's messages (see ``Analysed``), a column each: a
+    topic streamed from the store never holds a tuple per message."""
+
+    author: np.ndarray  # int64
+    date: np.ndarray  # float64
+    addressed: np.ndarray  # (n, ADDRESS_SLOTS) int64, -1 for an empty slot
+    mentioned: np.ndarray  # (n, MENTION_SLOTS) int64
+    question: np.ndarray  # bool
+    length: np.ndarray  # int64
+    stems: StemTable
+
+    @property
+    def n(self) -> int:
+        return len(self.author)
+
+
 def _slots(rows: Sequence[tuple[int, ...]], width: int) -> np.ndarray:
     out = np.full((len(rows), width), _NONE, dtype=np.int64)
     for k, row in enumerate(rows):
         for s, a in enumerate(row[:width]):
             out[k, s] = a
     return out
+
+
+def columns_of(msgs: Sequence[Analysed], known: frozenset[str]) -> TopicColumns:
+    """``msgs`` as columns, each message's stems cut to ``known`` (a tuple already inside
+    it keeps its order)."""
+    n = len(msgs)
+    number: dict[str, int] = {}
+    ids: list[int] = []
+    off = np.zeros(n + 1, dtype=np.int64)
+    for k, m in enumerate(msgs):
+        s = m.stems
+        kept = s if isinstance(s, tuple) and known.issuperset(s) else tuple(known.intersection(s))
+        for stem in kept:
+            x = number.get(stem)
+            if x is None:
+                x = number[stem] = len(number)
+            ids.append(x)
+        off[k + 1] = len(ids)
+    return TopicColumns(
+        author=np.fromiter((m.author for m in msgs), dtype=np.int64, count=n),
+        date=np.fromiter((m.date for m in msgs), dtype=np.float64, count=n),
+        addressed=_slots([m.addressed for m in msgs], ADDRESS_SLOTS),
+        mentioned=_slots([m.mentioned for m in msgs], MENTION_SLOTS),
+        question=np.fromiter((m.question for m in msgs), dtype=bool, count=n),
+        length=np.fromiter((m.length for m in msgs), dtype=np.int64, count=n),
+        stems=StemTable(list(number), np.asarray(ids, dtype=np.int32), off),
+    )
 
 
 def _prev_next_same(author: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -187,7 +252,14 @@ def _overlaps_of(
     stem_sets: Sequence[frozenset[str]], kept: Mapping[str, float]
 ) -> tuple[np.ndarray, np.ndarray]:
     """``_overlaps`` of stem sets already cut to the informative stems ``kept`` (with idf)."""
-    return _ranked_overlaps(stem_sets, *_ranked(kept))
+    ranks, weights = _ranked(kept)
+    lens = np.fromiter(map(len, stem_sets), dtype=np.int64, count=len(stem_sets))
+    flat = np.fromiter(
+        map(ranks.__getitem__, chain.from_iterable(stem_sets)),
+        dtype=np.int64,
+        count=int(lens.sum()),
+    )
+    return _ranked_overlaps(flat, lens, weights)
 
 
 def _ranked(kept: Mapping[str, float]) -> tuple[dict[str, int], np.ndarray]:
@@ -203,9 +275,10 @@ def _ranked(kept: Mapping[str, float]) -> tuple[dict[str, int], np.ndarray]:
 
 
 def _ranked_overlaps(
-    stem_sets: Sequence[Collection[str]], ranks: Mapping[str, int], weights: np.ndarray
+    stem: np.ndarray, lens: np.ndarray, weights: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``_overlaps_of`` given each kept stem's rank in name order and the idf by rank.
+    """``_overlaps_of`` given the stems of each message in turn (``lens[k]`` of them for
+    message ``k``) as their ranks in name order, and the idf by rank.
 
     Occurrences are sorted by (stem, message); a message holds a stem once, so the pairs at
     lag ``L`` within one stem's run are its messages ``L`` apart, and a run is done once the
@@ -214,14 +287,11 @@ def _ranked_overlaps(
     rows computed over any stretch that starts ``WINDOW`` messages before them are the same
     floats as over the whole topic (``TopicArrays.overlap_rows``).
     """
-    n = len(stem_sets)
+    n = len(lens)
     size = n * (WINDOW + 1)
-    lens = np.fromiter(map(len, stem_sets), dtype=np.int64, count=n)
-    count = int(lens.sum())
+    count = len(stem)
     msg = np.repeat(np.arange(n, dtype=np.int64), lens)
-    stem = np.fromiter(
-        map(ranks.__getitem__, chain.from_iterable(stem_sets)), dtype=np.int64, count=count
-    )
+    stem = stem.astype(np.int64, copy=False)
     w = weights[stem]
     # Occurrences come in message order, so ordering by (stem, position) orders by (stem,
     # message): one unique integer key each, which the default (vectorised) sort takes
@@ -264,25 +334,29 @@ class OverlapRows:
 class TopicArrays:
     """Per-message arrays of one topic, computed once; the pair features index into them."""
 
-    def __init__(self, msgs: Sequence[Analysed], idf: Mapping[str, float]) -> None:
-        n = len(msgs)
+    def __init__(self, msgs: Sequence[Analysed] | TopicColumns, idf: Mapping[str, float]) -> None:
+        self.informative = informative(idf)
+        cols = (
+            msgs
+            if isinstance(msgs, TopicColumns)
+            else columns_of(msgs, frozenset(self.informative))
+        )
+        n = cols.n
         self.n = n
-        self.author = np.fromiter((m.author for m in msgs), dtype=np.int64, count=n)
-        self.date = np.fromiter((m.date for m in msgs), dtype=np.float64, count=n)
-        self.question = np.fromiter((m.question for m in msgs), dtype=np.float64, count=n)
-        self.log_length = np.log1p(np.fromiter((m.length for m in msgs), dtype=np.float64, count=n))
-        self.addressed = _slots([m.addressed for m in msgs], ADDRESS_SLOTS)
-        self.mentioned = _slots([m.mentioned for m in msgs], MENTION_SLOTS)
+        self.author = cols.author
+        self.date = cols.date
+        self.question = cols.question.astype(np.float64)
+        self.log_length = np.log1p(cols.length.astype(np.float64))
+        self.addressed = cols.addressed
+        self.mentioned = cols.mentioned
         self.has_address = self.addressed[:, 0] != _NONE
         self.prev_same, self.next_same = _prev_next_same(self.author)
-        self.informative = informative(idf)
-        known = frozenset(self.informative)
-        # ``build_links`` has already cut them to these: then the tuples are shared, not copied.
-        self.stems: list[tuple[str, ...]] = [
-            s if isinstance(s, tuple) and known.issuperset(s) else tuple(known.intersection(s))
-            for s in (m.stems for m in msgs)
-        ]
-        self._ranks, self._weights = _ranked(self.informative)
+        self.stems = cols.stems
+        ranks, self._weights = _ranked(self.informative)
+        # Each stem number's rank in name order.
+        self._rank_of = np.fromiter(
+            map(ranks.__getitem__, cols.stems.vocab), dtype=np.int64, count=len(cols.stems.vocab)
+        )
         self._rows: OverlapRows | None = None
         self.pace = _pace(self.date)
         # Slots as contiguous columns, and how many messages before each fill each slot, so
@@ -308,7 +382,9 @@ class TopicArrays:
         start = lo - lo % OVERLAP_ROWS
         end = min(max(hi, start + OVERLAP_ROWS), self.n)
         first = max(start - WINDOW, 0)
-        overlap, rarest = _ranked_overlaps(self.stems[first:end], self._ranks, self._weights)
+        off = self.stems.off
+        flat = self._rank_of[self.stems.ids[off[first] : off[end]]]
+        overlap, rarest = _ranked_overlaps(flat, np.diff(off[first : end + 1]), self._weights)
         rows = OverlapRows(start, overlap[start - first :], rarest[start - first :])
         self._rows = rows
         return rows
@@ -531,7 +607,7 @@ class DynamicState:
         self.conv_authors.setdefault(conv, set()).add(a_i)
         # From the set the tuple makes, as ``features_flat`` reads it: the order the stems go in
         # fixes the conversation set's iteration order, and so the rounding of its overlap sums.
-        self.conv_stems.setdefault(conv, set()).update(frozenset(self.t.stems[i]))
+        self.conv_stems.setdefault(conv, set()).update(frozenset(self.t.stems.of(i)))
         for b in self._mentioned[i]:
             self.named.setdefault(a_i, {})[b] = i
             self.named.setdefault(b, {})[a_i] = i
@@ -564,7 +640,7 @@ class DynamicState:
         recent = i - INTERACTION_WINDOW
         named = self.named.get(a_i, _NOBODY)
         c_stems, idf, date_i, pace = (
-            frozenset(self.t.stems[i]),
+            frozenset(self.t.stems.of(i)),
             self.t.informative,
             date[i],
             self.pace[i],
@@ -640,7 +716,7 @@ class TopicInputs:
 
     BLOCK_MESSAGES = 2048
 
-    def __init__(self, msgs: Sequence[Analysed], idf: Mapping[str, float]) -> None:
+    def __init__(self, msgs: Sequence[Analysed] | TopicColumns, idf: Mapping[str, float]) -> None:
         self.arrays = TopicArrays(msgs, idf)
         self.state = DynamicState(self.arrays)
         self.synced = 0

@@ -40,6 +40,7 @@ from chatseek_unitize.linkfeatures import (
     PAIR_FEATURES,
     WINDOW,
     Analysed,
+    TopicColumns,
     TopicInputs,
     informative,
     message_features,
@@ -50,6 +51,7 @@ from chatseek_unitize.model import Msg
 __all__ = [
     "INPUT_FEATURES",
     "MAX_CANDIDATES",
+    "REJECTED_KEPT",
     "WEIGHTS_FORMAT",
     "WEIGHTS_PATH",
     "Choice",
@@ -59,8 +61,16 @@ __all__ = [
     "LinkReason",
     "LinkScorer",
     "RuleScorer",
+    "ScoringContext",
+    "addressing",
+    "analyse_message",
+    "author_of",
     "build_links",
+    "collector_paused",
     "conversations",
+    "name_forms",
+    "name_owners",
+    "one_blas_thread",
 ]
 
 log = logging.getLogger(__name__)
@@ -142,7 +152,7 @@ def _inflections(name: str) -> set[str]:
     return {base + ending for ending in _RU_CASE_ENDINGS}
 
 
-def _name_keys(name: str) -> set[str]:
+def name_forms(name: str) -> set[str]:
     """The forms under which a sender may be named in text: full name, nick, first name."""
     full = normalise(name).strip(_TOKEN_STRIP)
     keys: set[str] = set()
@@ -189,11 +199,11 @@ def _words_of(tokens: set[str]) -> list[str]:
     return out
 
 
-def _author_of(m: Msg) -> int | str:
+def author_of(m: Msg) -> int | str:
     return m.sender_id if m.sender_id is not None else normalise(m.sender_name)
 
 
-def _analyse(m: Msg, author: int | str, known: frozenset[str]) -> _Info:
+def analyse_message(m: Msg, author: int | str, known: frozenset[str]) -> _Info:
     """What linking reads of one message; ``known`` holds every name form of the topic."""
     text = m.text
     if m.media_text:
@@ -244,13 +254,13 @@ class LinkContext:
         self.idf = idf
         self._name_keys: dict[int | str, set[str]] = {}
         seen: set[tuple[int | str, str]] = set()
-        authors = [_author_of(m) for m in self.msgs]
+        authors = [author_of(m) for m in self.msgs]
         for m, author in zip(self.msgs, authors, strict=True):
             if (author, m.sender_name) not in seen:
                 seen.add((author, m.sender_name))
-                self._name_keys.setdefault(author, set()).update(_name_keys(m.sender_name))
+                self._name_keys.setdefault(author, set()).update(name_forms(m.sender_name))
         known = frozenset(chain.from_iterable(self._name_keys.values()))
-        self.info = [_analyse(m, a, known) for m, a in zip(self.msgs, authors, strict=True)]
+        self.info = [analyse_message(m, a, known) for m, a in zip(self.msgs, authors, strict=True)]
         self.parent: list[int | None] = [None] * len(self.msgs)
         # Which messages the scorer will be asked about (``build_links`` clears the ones a
         # reply or an agent answer decides); a hint, so scorers may skip the others' work.
@@ -281,26 +291,12 @@ class LinkContext:
         numbers: dict[int | str, int] = {}
         for inf in self.info:
             numbers.setdefault(inf.author, len(numbers))
-        owners: dict[str, list[int]] = {}
-        for author, keys in self._name_keys.items():
-            for key in keys:
-                owners.setdefault(key, []).append(numbers[author])
-        known = frozenset(owners)
+        owners = name_owners(self._name_keys, numbers)
         out: list[Analysed] = []
         append = out.append
         for inf in self.info:
             me = numbers[inf.author]
-            named = inf.names & known
-            lead = inf.lead & known if inf.lead else _NO_NAMES
-            if lead:
-                named |= lead
-                addressed = tuple(sorted({a for k in lead for a in owners[k] if a != me}))
-            else:
-                addressed = ()
-            if named:
-                mentioned = tuple(sorted({a for k in named for a in owners[k] if a != me}))
-            else:
-                mentioned = ()
+            addressed, mentioned = addressing(inf.names, inf.lead, me, owners)
             append(
                 Analysed(
                     me,
@@ -313,6 +309,17 @@ class LinkContext:
                 )
             )
         return out
+
+    def columns(self) -> list[Analysed]:
+        """What a scorer's features read (``ScoringContext``): here ``analysed()``."""
+        return self.analysed()
+
+    def __len__(self) -> int:
+        return len(self.msgs)
+
+    def msg_id(self, k: int) -> int:
+        """The id of message ``k``."""
+        return self.msgs[k].msg_id
 
     def commit(self, i: int, parent: int | None) -> None:
         """Record the decision for message ``i`` (messages must be committed in order).
@@ -328,7 +335,67 @@ class LinkContext:
         self.decided += 1
 
 
+def name_owners(
+    name_keys: Mapping[int | str, set[str]], numbers: Mapping[int | str, int]
+) -> dict[str, list[int]]:
+    """For each name form of a topic, the numbers of the authors it names."""
+    owners: dict[str, list[int]] = {}
+    for author, keys in name_keys.items():
+        for key in keys:
+            owners.setdefault(key, []).append(numbers[author])
+    return owners
+
+
+def addressing(
+    names: frozenset[str], lead: frozenset[str], me: int, owners: Mapping[str, list[int]]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The authors (by number) a message addresses and those it mentions: the owners of the
+    name forms of its lead, and of every name form in it, never its own author ``me``."""
+    named = names & owners.keys()
+    lead = lead & owners.keys() if lead else _NO_NAMES
+    if lead:
+        named |= lead
+        addressed = tuple(sorted({a for k in lead for a in owners[k] if a != me}))
+    else:
+        addressed = ()
+    if named:
+        mentioned = tuple(sorted({a for k in named for a in owners[k] if a != me}))
+    else:
+        mentioned = ()
+    return addressed, mentioned
+
+
 # --- scorers ---
+
+
+class ScoringContext(Protocol):
+    """What the learned scorer reads of a topic: a ``LinkContext``, or a topic streamed from
+    the store (``linkstream``), which holds no message."""
+
+    @property
+    def idf(self) -> Mapping[str, float]:
+        """The chat's idf by stem."""
+        ...
+
+    @property
+    def parent(self) -> Sequence[int | None]:
+        """The decisions so far, by message: a parent index, or None for a new one."""
+        ...
+
+    @property
+    def scored(self) -> Sequence[int]:
+        """Which messages the scorer will be asked about (a hint: see ``LinkContext``)."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def msg_id(self, k: int) -> int:
+        """The id of message ``k``."""
+        ...
+
+    def columns(self) -> Sequence[Analysed] | TopicColumns:
+        """The messages as the features read them."""
+        ...
 
 
 class LinkScorer(Protocol):
@@ -440,12 +507,12 @@ class LearnedScorer:
         self._buffers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._hidden = np.empty((SHORTLIST, len(b1)), dtype=np.float32)
 
-    def prepare(self, ctx: LinkContext) -> None:
+    def prepare(self, ctx: ScoringContext) -> None:
         """Compute the topic's arrays; decisions are read back from ``ctx`` as they come."""
-        self.inputs = TopicInputs(ctx.analysed(), ctx.idf)
+        self.inputs = TopicInputs(ctx.columns(), ctx.idf)
         self._static = None
 
-    def _block(self, ctx: LinkContext, i: int) -> _Static:
+    def _block(self, ctx: ScoringContext, i: int) -> _Static:
         """The static part of the block of ``SCORE_BLOCK`` messages holding ``i``, for the
         messages of it ``ctx.scored`` lists (and ``i``)."""
         assert self.inputs is not None
@@ -500,10 +567,10 @@ class LearnedScorer:
         self._static = st
         return st
 
-    def _raw(self, ctx: LinkContext, i: int) -> tuple[list[int], list[float]]:
+    def _raw(self, ctx: ScoringContext, i: int) -> tuple[list[int], list[float]]:
         """Message ``i``'s shortlisted candidates (indices) and the raw scores of "new"
         (first) and of each of them."""
-        if self.inputs is None or self.inputs.arrays.n != len(ctx.msgs):
+        if self.inputs is None or self.inputs.arrays.n != len(ctx):
             self.prepare(ctx)
         inputs = self.inputs
         assert inputs is not None
@@ -523,23 +590,23 @@ class LearnedScorer:
             raw += (np.maximum(hidden, 0.0, out=hidden) @ self.w2).tolist()
         return cands, raw
 
-    def scores(self, ctx: LinkContext, i: int) -> tuple[list[int], np.ndarray]:
+    def scores(self, ctx: ScoringContext, i: int) -> tuple[list[int], np.ndarray]:
         """The shortlisted candidates of message ``i`` (indices) and the probabilities of
         "new" (first) and of each of them."""
         cands, raw = self._raw(ctx, i)
         return cands, np.asarray(_softmax(raw))
 
-    def choose(self, ctx: LinkContext, i: int) -> Choice:
+    def choose(self, ctx: ScoringContext, i: int) -> Choice:
         """The most probable option for message ``i``, with runners-up in ``rejected``."""
         cands, raw = self._raw(ctx, i)
         probs = _softmax(raw)
         # Stable: equal probabilities keep option order ("new" first, then the shortlist's).
         order = sorted(range(len(probs)), key=probs.__getitem__, reverse=True)
         best = order[0]
-        msgs = ctx.msgs
+        msg_id = ctx.msg_id
         rejected = tuple(
             [
-                (-1 if k == 0 else msgs[cands[k - 1]].msg_id, round(probs[k], 4))
+                (-1 if k == 0 else msg_id(cands[k - 1]), round(probs[k], 4))
                 for k in order[1 : 1 + REJECTED_KEPT]
             ]
         )
@@ -605,7 +672,7 @@ def build_links(
     """
     scorer = scorer if scorer is not None else LearnedScorer()
     answers = agent_answers or {}
-    with _collector_paused(), _one_blas_thread():
+    with collector_paused(), one_blas_thread():
         groups: dict[int | None, list[Msg]] = {}
         for m in msgs:
             if is_unit_member(m):
@@ -631,7 +698,7 @@ def build_links(
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector, if it runs, until the block ends.
 
     Linking allocates several long-lived containers per message (sets, tuples, lists) and no
@@ -661,7 +728,7 @@ def _blas() -> ThreadpoolController:
 
 
 @contextmanager
-def _one_blas_thread() -> Iterator[None]:
+def one_blas_thread() -> Iterator[None]:
     """Run BLAS on one thread until the block ends.
 
     The scorer's products are small (a 128-message block is 6,400 rows by 26 features) and
@@ -723,7 +790,7 @@ def conversations(links: Iterable[Link]) -> list[list[int]]:
             if a != b:
                 up[a] = b
     groups: dict[int, list[int]] = {}
-    with _collector_paused():  # one list per conversation, as build_links
+    with collector_paused():  # one list per conversation, as build_links
         for link in ordered:
             groups.setdefault(find(link.msg_id), []).append(link.msg_id)
     return list(groups.values())

@@ -12,7 +12,7 @@ nothing else in this service selects message columns. Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ __all__ = [
     "comments_of",
     "content_hashes",
     "earlier_in_topic",
+    "iter_chat",
     "load_chat",
     "load_ids",
     "load_topic_page",
@@ -40,6 +41,8 @@ __all__ = [
 _NO_MENTIONS = "[]"
 IN_CHUNK = 500
 """The most values bound into one ``IN (...)`` list."""
+STREAM_BATCH = 2000
+"""Rows ``iter_chat`` fetches at a time."""
 
 SELECT_MESSAGES = (
     "SELECT m.msg_id, m.date, m.sender_id, m.sender_name, m.text, m.reply_to_msg_id,"
@@ -282,6 +285,26 @@ def stored_count(conn: Connection, account: str, chat_id: int, limit: int) -> in
         (account, chat_id, limit),
     ).fetchone()
     return int(row[0])
+
+
+def iter_chat(
+    conn: Connection, account: str, chat_id: int, batch: int = STREAM_BATCH
+) -> Iterator[Msg]:
+    """Every message of one chat, in ``chrono_key`` order, read ``batch`` rows at a time:
+    ``load_chat`` without holding the chat."""
+    cur = conn.cursor()
+    cur.row_factory = None
+    cur.execute(
+        f"{SELECT_MESSAGES} WHERE m.account = ? AND m.chat_id = ? ORDER BY m.date, m.msg_id",
+        (account, chat_id),
+    )
+    shared: dict[Any, Any] = {}
+    try:
+        while rows := cur.fetchmany(batch):
+            for r in rows:
+                yield row_to_msg(r, shared)
+    finally:
+        cur.close()
 
 
 def load_chat(conn: Connection, account: str, chat_id: int) -> list[Msg]:

@@ -1,0 +1,376 @@
+"""Links of a whole chat read as a stream: the learned scorer's links without holding a message.
+
+``linking.build_links`` takes the chat's messages as a list and keeps each one, with its
+analysis, until the last topic is linked: about 2 KB a message, a gigabyte and more for a big
+group. ``link_chat`` reads the chat twice from a stream instead, in ``chrono_key`` order:
+
+1. the senders of each topic, whose name forms the analysis looks for;
+2. every message, analysed as it comes and kept as a few numbers in the topic's columns
+   (``StreamTopic``): its id, reply target, date, author, who it names, and its stems as
+   numbers into one vocabulary of the chat.
+
+Then the idf of the chat's stems, the informative ones kept, and each topic scored from its
+columns. The links come back as columns too (``LinkColumns``), in chronological order. They are
+the links ``build_links`` makes with the same scorer, field for field (a test pins it): the
+same analysis, the same stems in the same order, the same features.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from chatseek_unitize.cutting import is_unit_member
+from chatseek_unitize.linkfeatures import (
+    ADDRESS_SLOTS,
+    MENTION_SLOTS,
+    StemTable,
+    TopicColumns,
+    informative,
+)
+from chatseek_unitize.linking import (
+    REJECTED_KEPT,
+    LearnedScorer,
+    LinkReason,
+    addressing,
+    analyse_message,
+    author_of,
+    collector_paused,
+    name_forms,
+    name_owners,
+    one_blas_thread,
+)
+from chatseek_unitize.model import Msg
+
+__all__ = ["REASONS", "LinkColumns", "StreamTopic", "link_chat"]
+
+REASONS: tuple[LinkReason, ...] = (
+    "album",
+    "reply",
+    "agent",
+    "mention",
+    "same_author",
+    "scored",
+    "new",
+)
+_REASON = {r: k for k, r in enumerate(REASONS)}
+NO_ID = -(2**63)
+"""Stands for "none" in an id column (no parent, no reply target)."""
+
+
+@dataclass
+class LinkColumns:
+    """Links as columns, in chronological order: link ``k`` gives message ``msg_id[k]`` (sent
+    at ``date[k]``) the parent ``parent_id[k]`` (``NO_ID``: none) for ``REASONS[reason[k]]``
+    with ``confidence[k]``; its ``rejected[k]`` runners-up (at most ``REJECTED_KEPT``) are
+    ``rejected_id[k * REJECTED_KEPT + r]`` with ``rejected_p[...]``."""
+
+    msg_id: array[int] = field(default_factory=lambda: array("q"))
+    date: array[int] = field(default_factory=lambda: array("q"))
+    parent_id: array[int] = field(default_factory=lambda: array("q"))
+    reason: bytearray = field(default_factory=bytearray)
+    confidence: array[float] = field(default_factory=lambda: array("d"))
+    rejected: bytearray = field(default_factory=bytearray)
+    rejected_id: array[int] = field(default_factory=lambda: array("q"))
+    rejected_p: array[float] = field(default_factory=lambda: array("d"))
+
+    def __len__(self) -> int:
+        return len(self.msg_id)
+
+    def add(
+        self,
+        msg_id: int,
+        date: int,
+        parent_id: int | None,
+        reason: LinkReason,
+        confidence: float,
+        rejected: Sequence[tuple[int, float]] = (),
+    ) -> None:
+        """Append one link."""
+        self.msg_id.append(msg_id)
+        self.date.append(date)
+        self.parent_id.append(NO_ID if parent_id is None else parent_id)
+        self.reason.append(_REASON[reason])
+        self.confidence.append(confidence)
+        self.rejected.append(len(rejected))
+        for r in range(REJECTED_KEPT):
+            got = rejected[r] if r < len(rejected) else (0, 0.0)
+            self.rejected_id.append(got[0])
+            self.rejected_p.append(got[1])
+
+    def runners_up(self, k: int) -> list[tuple[int, float]]:
+        """Link ``k``'s rejected options, best first."""
+        base = k * REJECTED_KEPT
+        return [
+            (self.rejected_id[base + r], self.rejected_p[base + r]) for r in range(self.rejected[k])
+        ]
+
+    def in_chrono_order(self) -> LinkColumns:
+        """The same links ordered by (date, msg_id)."""
+        order = np.lexsort((np.asarray(self.msg_id), np.asarray(self.date)))
+        wide = (order[:, None] * REJECTED_KEPT + np.arange(REJECTED_KEPT)).ravel()
+
+        def taken(col: array[Any], at: np.ndarray) -> array[Any]:
+            return array(col.typecode, np.asarray(col)[at].tobytes())
+
+        def bytes_taken(col: bytearray) -> bytearray:
+            return bytearray(np.frombuffer(col, dtype=np.uint8)[order].tobytes())
+
+        return LinkColumns(
+            msg_id=taken(self.msg_id, order),
+            date=taken(self.date, order),
+            parent_id=taken(self.parent_id, order),
+            reason=bytes_taken(self.reason),
+            confidence=taken(self.confidence, order),
+            rejected=bytes_taken(self.rejected),
+            rejected_id=taken(self.rejected_id, wide),
+            rejected_p=taken(self.rejected_p, wide),
+        )
+
+    def conversations(self) -> tuple[np.ndarray, int]:
+        """Each link's conversation number (from 1, by first message) and how many there
+        are: the connected components of the parent graph, as ``linking.conversations``
+        groups them. Links must be in chronological order, every parent before its child."""
+        n = len(self.msg_id)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64), 0
+        ids = np.asarray(self.msg_id)
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        parents = np.asarray(self.parent_id)
+        at = np.searchsorted(sorted_ids, parents)
+        at = np.minimum(at, n - 1)
+        found = (parents != NO_ID) & (sorted_ids[at] == parents)
+        parent_pos = np.where(found, order[at], -1).tolist()
+        root = list(range(n))
+        for k, p in enumerate(parent_pos):
+            if 0 <= p < k:
+                root[k] = root[p]
+        roots = np.asarray(root, dtype=np.int64)
+        starts = roots == np.arange(n)
+        number = np.cumsum(starts)
+        return number[roots], int(starts.sum())
+
+
+class StreamTopic:
+    """One topic of a chat, read message by message: what precedence and the learned
+    features need of each message, a number or two each (see the module docstring).
+
+    Satisfies ``linking.ScoringContext`` once ``cut_stems`` has run.
+    """
+
+    def __init__(self, name_keys: dict[int | str, set[str]]) -> None:
+        self.name_keys = name_keys
+        self.known = frozenset(k for keys in name_keys.values() for k in keys)
+        self.ids = array("q")
+        self.dates = array("q")
+        self.reply = array("q")
+        self.album = bytearray()  # 1: the same album as the message before
+        self.author = array("q")
+        self.numbers: dict[int | str, int] = {}
+        self.names: list[frozenset[str]] = []
+        self.lead: list[frozenset[str]] = []
+        self.question = bytearray()
+        self.length = array("q")
+        self.stem_ids = array("i")
+        self.stem_off = array("q", [0])
+        self._group: int | None = None
+        self.idf: Mapping[str, float] = {}
+        self.parent: list[int | None] = []
+        self.scored: bytearray = bytearray()
+        self._stems: StemTable | None = None
+        self._by_id: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def msg_id(self, k: int) -> int:
+        """The id of message ``k``."""
+        return self.ids[k]
+
+    def add(self, m: Msg, author: int | str, vocab: dict[str, int]) -> None:
+        """Analyse the next message of the topic (``chrono_key`` order); its stems are
+        numbered in ``vocab``, the chat's."""
+        inf = analyse_message(m, author, self.known)
+        group = m.grouped_id
+        self.album.append(bool(self.ids) and group is not None and group == self._group)
+        self._group = group
+        self.ids.append(m.msg_id)
+        self.dates.append(m.date)
+        self.reply.append(NO_ID if m.reply_to is None else m.reply_to)
+        self.author.append(self.numbers.setdefault(author, len(self.numbers)))
+        self.names.append(inf.names)
+        self.lead.append(inf.lead)
+        self.question.append(inf.question)
+        self.length.append(inf.length)
+        for s in inf.stems:
+            x = vocab.get(s)
+            if x is None:
+                x = vocab[s] = len(vocab)
+            self.stem_ids.append(x)
+        self.stem_off.append(len(self.stem_ids))
+
+    def cut_stems(self, keep: np.ndarray, renumber: np.ndarray, vocab: Sequence[str]) -> None:
+        """Keep only the stems ``keep`` marks (by old number), renumbered by ``renumber``
+        into ``vocab``; each message keeps its stems' order."""
+        ids = np.frombuffer(self.stem_ids, dtype=np.int32)
+        mask = keep[ids]
+        kept_before = np.concatenate(([0], np.cumsum(mask, dtype=np.int64)))
+        off = kept_before[np.frombuffer(self.stem_off, dtype=np.int64)]
+        self._stems = StemTable(vocab, renumber[ids[mask]].astype(np.int32), off)
+        self.stem_ids = array("i")
+
+    def columns(self) -> TopicColumns:
+        """The topic as the features read it (after ``cut_stems``)."""
+        assert self._stems is not None
+        owners = name_owners(self.name_keys, self.numbers)
+        addressed = np.full((len(self), ADDRESS_SLOTS), -1, dtype=np.int64)
+        mentioned = np.full((len(self), MENTION_SLOTS), -1, dtype=np.int64)
+        for k, (names, lead, me) in enumerate(zip(self.names, self.lead, self.author, strict=True)):
+            if not names and not lead:
+                continue
+            to, of = addressing(names, lead, me, owners)
+            addressed[k, : len(to[:ADDRESS_SLOTS])] = to[:ADDRESS_SLOTS]
+            mentioned[k, : len(of[:MENTION_SLOTS])] = of[:MENTION_SLOTS]
+        return TopicColumns(
+            author=np.frombuffer(self.author, dtype=np.int64).copy(),
+            date=np.frombuffer(self.dates, dtype=np.int64).astype(np.float64),
+            addressed=addressed,
+            mentioned=mentioned,
+            question=np.frombuffer(self.question, dtype=np.uint8).astype(bool),
+            length=np.frombuffer(self.length, dtype=np.int64).copy(),
+            stems=self._stems,
+        )
+
+    def index_of(self, msg_id: int) -> int | None:
+        """The position of message ``msg_id`` in the topic, if it is there."""
+        if self._by_id is None:
+            ids = np.frombuffer(self.ids, dtype=np.int64)
+            order = np.argsort(ids, kind="stable")
+            self._by_id = (order, ids[order])
+        order, ids = self._by_id
+        at = int(np.searchsorted(ids, msg_id))
+        if at < len(ids) and ids[at] == msg_id:
+            return int(order[at])
+        return None
+
+    def fixed(
+        self, i: int, answers: Mapping[int, int | None]
+    ) -> tuple[int | None, LinkReason] | None:
+        """The parent id an album, an explicit reply or a valid agent answer gives message
+        ``i`` (``linking._by_precedence``), or None when the scorer decides."""
+        ids = self.ids
+        if i > 0 and self.album[i]:
+            return ids[i - 1], "album"
+        r = self.reply[i]
+        if r != NO_ID:
+            target = self.index_of(r)
+            if target is not None and target < i:
+                return r, "reply"
+        me = ids[i]
+        if me in answers:
+            answer = answers[me]
+            if answer is None:
+                return None, "agent"
+            target = self.index_of(answer)
+            if target is not None and target < i:
+                return answer, "agent"
+        return None
+
+
+def _idf(topics: Iterable[StreamTopic], vocab_size: int) -> np.ndarray:
+    """The idf of each stem number, over every message of the chat (``linking._idf``)."""
+    df = np.zeros(vocab_size, dtype=np.int64)
+    total = 0
+    for t in topics:
+        total += len(t)
+        df += np.bincount(np.frombuffer(t.stem_ids, dtype=np.int32), minlength=vocab_size)
+    return np.asarray([math.log((total + 1) / (n + 1)) for n in df.tolist()], dtype=np.float64)
+
+
+def link_chat(
+    read: Callable[[], Iterable[Msg]],
+    *,
+    agent_answers: Mapping[int, int | None] | None = None,
+    scorer: LearnedScorer,
+) -> LinkColumns:
+    """``linking.build_links`` with the learned scorer, reading the chat from a stream.
+
+    Args:
+        read: Returns a fresh iterator over the chat's messages in ``chrono_key`` order; it is
+            called twice.
+        agent_answers: ``{msg_id: parent id or None}``, already filtered for staleness.
+
+    Returns:
+        The links, in chronological order.
+    """
+    answers = agent_answers or {}
+    with collector_paused(), one_blas_thread():
+        name_keys: dict[int | None, dict[int | str, set[str]]] = {}
+        seen: set[tuple[int | None, int | str, str]] = set()
+        for m in read():
+            if is_unit_member(m):
+                author = author_of(m)
+                if (m.topic_id, author, m.sender_name) not in seen:
+                    seen.add((m.topic_id, author, m.sender_name))
+                    keys = name_keys.setdefault(m.topic_id, {}).setdefault(author, set())
+                    keys.update(name_forms(m.sender_name))
+        del seen
+        topics: dict[int | None, StreamTopic] = {}
+        vocab: dict[str, int] = {}
+        for m in read():
+            if is_unit_member(m):
+                t = topics.get(m.topic_id)
+                if t is None:
+                    t = topics[m.topic_id] = StreamTopic(name_keys[m.topic_id])
+                t.add(m, author_of(m), vocab)
+        words = list(vocab)
+        del vocab
+        idf_by_number = _idf(topics.values(), len(words))
+        idf = dict(zip(words, idf_by_number.tolist(), strict=True))
+        kept = informative(idf)
+        keep = np.fromiter((w in kept for w in words), dtype=bool, count=len(words))
+        renumber = np.cumsum(keep) - 1
+        kept_words = [w for w, k in zip(words, keep.tolist(), strict=True) if k]
+        del words
+        # The features read only the informative stems (``informative`` of these is all
+        # of them: the rarest stem of the chat, which sets its floor, is one).
+        idf_kept = {w: idf[w] for w in kept_words}
+        del idf
+        for t in topics.values():
+            t.cut_stems(keep, renumber, kept_words)
+        links = LinkColumns()
+        for key in list(topics):
+            _link_topic(topics.pop(key), idf_kept, answers, scorer, links)
+        return links.in_chrono_order()
+
+
+def _link_topic(
+    t: StreamTopic,
+    idf: Mapping[str, float],
+    answers: Mapping[int, int | None],
+    scorer: LearnedScorer,
+    out: LinkColumns,
+) -> None:
+    t.idf = idf
+    n = len(t)
+    t.scored = bytearray(t.fixed(i, answers) is None for i in range(n))
+    scorer.prepare(t)
+    ids, dates = t.ids, t.dates
+    for i in range(n):
+        fixed = t.fixed(i, answers)
+        if fixed is not None:
+            parent_id, reason = fixed
+            out.add(ids[i], dates[i], parent_id, reason, 1.0)
+            t.parent.append(None if parent_id is None else t.index_of(parent_id))
+            continue
+        choice = scorer.choose(t, i)
+        parent_id = None if choice.parent is None else ids[choice.parent]
+        out.add(ids[i], dates[i], parent_id, choice.reason, choice.confidence, choice.rejected)
+        t.parent.append(choice.parent)
+    scorer.inputs = None

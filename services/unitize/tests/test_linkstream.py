@@ -1,0 +1,77 @@
+"""The streamed linker gives the links the list linker gives, field for field."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+from test_link_reference import _chat  # type: ignore[import-not-found]
+
+from chatseek_unitize.cutting import chrono_key
+from chatseek_unitize.linking import LearnedScorer, Link, build_links, conversations
+from chatseek_unitize.linkstream import NO_ID, REASONS, LinkColumns, link_chat
+from chatseek_unitize.model import Msg
+
+
+def _as_links(cols: LinkColumns) -> list[Link]:
+    return [
+        Link(
+            cols.msg_id[k],
+            None if cols.parent_id[k] == NO_ID else cols.parent_id[k],
+            REASONS[cols.reason[k]],
+            cols.confidence[k],
+            tuple(cols.runners_up(k)),
+        )
+        for k in range(len(cols))
+    ]
+
+
+def _mixed(seed: int) -> list[Msg]:
+    """``_chat`` spread over three topics, with albums, service and empty messages, and the
+    order shuffled as a store would not keep it."""
+    rng = random.Random(seed)
+    out: list[Msg] = []
+    album, topic = 0, None
+    for m in _chat(seed):
+        roll = rng.random()
+        if album:  # the rest of an album: same topic, same group
+            album -= 1
+            m = replace(m, grouped_id=out[-1].grouped_id, media_kind="photo")
+        else:
+            topic = rng.choice([None, 7, 9])
+            if roll < 0.03:
+                m = replace(m, is_service=True)
+            elif roll < 0.05:
+                m = replace(m, text="  ")
+            elif roll < 0.08:
+                album = 2
+                m = replace(m, grouped_id=m.msg_id, media_kind="photo")
+        out.append(replace(m, topic_id=topic))
+    rng.shuffle(out)
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_streamed_links_are_the_list_linkers_field_for_field(seed: int) -> None:
+    msgs = _mixed(seed)
+    answers = {m.msg_id: (None if m.msg_id % 2 else m.msg_id - 5) for m in msgs[::37]}
+    want = build_links(msgs, agent_answers=answers, scorer=LearnedScorer())
+    ordered = sorted(msgs, key=chrono_key)
+    cols = link_chat(lambda: iter(ordered), agent_answers=answers, scorer=LearnedScorer())
+    got = _as_links(cols)
+    assert got == want
+    assert {r.reason for r in got} >= {"album", "reply", "agent", "scored", "new"}
+    number, count = cols.conversations()
+    groups = conversations(want)
+    assert count == len(groups)
+    by_msg = dict(zip(cols.msg_id, number.tolist(), strict=True))
+    assert [[by_msg[i] for i in g] for g in groups] == [
+        [k + 1] * len(g) for k, g in enumerate(groups)
+    ]
+
+
+def test_an_empty_chat_links_nothing() -> None:
+    cols = link_chat(lambda: iter(()), scorer=LearnedScorer())
+    assert len(cols) == 0
+    assert cols.conversations()[1] == 0
