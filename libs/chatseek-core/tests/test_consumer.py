@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 from chatseek_core import aio
 from chatseek_core.consumer import FeedLoop
@@ -42,3 +45,49 @@ async def test_a_running_step_counts_as_in_flight_until_it_returns() -> None:
     release.set()
     assert await task == 0
     assert aio.in_flight() == 0
+
+
+async def test_a_call_cancelled_while_queued_gives_its_count_back_and_never_runs() -> None:
+    """A service stopping cancels its feed loop, maybe just after it queued a step behind a
+    running one: that step never runs, and ``quiesce`` must not wait for it."""
+    one = ThreadPoolExecutor(max_workers=1)
+    started, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def busy() -> None:
+        started.set()
+        release.wait(10)
+
+    running = asyncio.create_task(aio.run_in(one, busy))
+    await asyncio.to_thread(started.wait, 10)
+    queued = asyncio.create_task(aio.run_in(one, ran.append, "queued"))
+    await asyncio.sleep(0.05)
+    assert aio.in_flight() == 2
+    queued.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    release.set()
+    await running
+    assert await aio.quiesce(2.0)
+    assert aio.in_flight() == 0
+    one.shutdown(wait=True)
+    assert ran == []
+
+
+async def test_a_call_cancelled_while_running_counts_until_its_thread_returns() -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def busy() -> str:
+        started.set()
+        release.wait(10)
+        return "done"
+
+    task = asyncio.create_task(aio.to_thread(busy))
+    await asyncio.to_thread(started.wait, 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert aio.in_flight() == 1
+    assert not await aio.quiesce(0.05)
+    release.set()
+    assert await aio.quiesce(2.0)

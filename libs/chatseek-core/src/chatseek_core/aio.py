@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from concurrent.futures import Executor
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar, cast
 
 __all__ = [
     "drain",
@@ -35,13 +35,37 @@ _lock = threading.Lock()
 _in_flight = 0
 
 
-def _counted(call: Callable[[], R]) -> R:
-    global _in_flight
-    try:
-        return call()
-    finally:
+class _Call:
+    """One counted call: it starts in its thread, or is abandoned first by its cancelled
+    awaiter; whichever comes first decides who gives the count back."""
+
+    __slots__ = ("abandoned", "call", "started")
+
+    def __init__(self, call: Callable[[], object]) -> None:
+        self.call = call
+        self.started = False
+        self.abandoned = False
+
+    def __call__(self) -> object:
+        global _in_flight
         with _lock:
-            _in_flight -= 1
+            if self.abandoned:  # its awaiter is gone and the count given back
+                return None
+            self.started = True
+        try:
+            return self.call()
+        finally:
+            with _lock:
+                _in_flight -= 1
+
+    def abandon(self) -> None:
+        """The awaiter was cancelled: a call still queued will never run, so its count goes
+        now (a cancelled executor future never calls it; one that does sees ``abandoned``)."""
+        global _in_flight
+        with _lock:
+            if not self.started and not self.abandoned:
+                self.abandoned = True
+                _in_flight -= 1
 
 
 async def to_thread(func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -56,16 +80,20 @@ async def run_in(
     global _in_flight
     loop = asyncio.get_running_loop()
     ctx = contextvars.copy_context()
-    call = functools.partial(ctx.run, func, *args, **kwargs)
+    counted = _Call(functools.partial(ctx.run, func, *args, **kwargs))
     with _lock:
         _in_flight += 1
     try:
-        future = loop.run_in_executor(executor, functools.partial(_counted, call))
+        future = loop.run_in_executor(executor, counted)
     except BaseException:
         with _lock:
             _in_flight -= 1
         raise
-    return await future
+    try:
+        return cast(R, await future)
+    except asyncio.CancelledError:
+        counted.abandon()
+        raise
 
 
 def in_flight() -> int:
