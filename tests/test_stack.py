@@ -125,7 +125,40 @@ def test_a_stopped_stack_leaves_every_database_checkpointed_and_no_write_ahead_l
         time.sleep(0.1)
     assert not any(alive(pid) for pid in pids)
 
+    left = []
     for owner in ("ingest", "unitize", "lexical", "vector"):
-        assert (data / f"{owner}.db").stat().st_size > 0
+        size = (data / f"{owner}.db").stat().st_size
         wal = data / f"{owner}.db-wal"
-        assert not wal.exists() or wal.stat().st_size == 0, f"{wal.name}: {wal.stat().st_size} B"
+        if size == 0 or (wal.exists() and wal.stat().st_size > 0):
+            wal_size = wal.stat().st_size if wal.exists() else 0
+            left.append(f"{owner}.db: {size} B, {wal.name}: {wal_size} B")
+    assert not left, "; ".join(left) + _service_logs(Path(stack["CHATSEEK_HOME"]))
+
+
+LOG_TAIL_LINES = 40
+
+
+def _service_logs(home: Path) -> str:
+    """The last lines of every service's log, and what its raw output holds beyond the log.
+
+    An exception that escapes a service's shutdown is printed (not logged), so only
+    ``run/<svc>.out`` has its traceback.
+    """
+    parts = []
+    for name in SERVICES:
+        log_file = home / "logs" / f"{name}.log"
+        logged = log_file.read_text(errors="replace").splitlines() if log_file.exists() else []
+        parts.append(f"\n--- {log_file} (last {LOG_TAIL_LINES} lines) ---")
+        parts.extend(logged[-LOG_TAIL_LINES:] or ["(missing or empty)"])
+        out_file = home / "run" / f"{name}.out"
+        if out_file.exists():
+            seen = set(logged)
+            extra = [
+                line
+                for line in out_file.read_text(errors="replace").splitlines()
+                if line not in seen
+            ]
+            if extra:
+                parts.append(f"--- {out_file}, lines not in the log (last {LOG_TAIL_LINES}) ---")
+                parts.extend(extra[-LOG_TAIL_LINES:])
+    return "\n".join(parts)

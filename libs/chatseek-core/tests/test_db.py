@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -234,6 +236,53 @@ def test_a_checkpoint_a_reader_keeps_busy_says_so_and_loses_nothing(tmp_path: Pa
     pool.close()
     again = db.connect(path)
     assert again.execute("SELECT count(*) FROM t").fetchone()[0] == 100
+
+
+def test_closing_an_owner_pool_logs_the_checkpoint_numbers_and_the_wal_left_every_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pool = db.ThreadConnections(tmp_path / "owner.db")
+    _fill(pool, 100)
+
+    with caplog.at_level(logging.INFO, logger="chatseek_core.db"):
+        pool.close()
+
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert any(
+        re.fullmatch(
+            r"checkpoint of owner\.db on close: busy=0 log=0 checkpointed=0;"
+            r" owner\.db-wal [1-9]\d* B before, 0 B after",
+            message,
+        )
+        for message in infos
+    ), infos
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_close_that_readers_keep_busy_logs_the_numbers_and_warns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(db, "CHECKPOINT_BUSY_TIMEOUT_MS", 0)
+    path = tmp_path / "owner.db"
+    pool = db.ThreadConnections(path)
+    _fill(pool, 100)
+    reader = db.connect(path, readonly=True)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM t").fetchone()
+
+    with caplog.at_level(logging.INFO, logger="chatseek_core.db"):
+        pool.close()
+    reader.execute("COMMIT")
+    reader.close()
+
+    [info] = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert re.fullmatch(
+        r"checkpoint of owner\.db on close: busy=1 log=\d+ checkpointed=\d+;"
+        r" owner\.db-wal [1-9]\d* B before, [1-9]\d* B after",
+        info,
+    ), info
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"no checkpoint of {path} on close: readers kept its WAL busy"]
 
 
 # --- commit hooks ---

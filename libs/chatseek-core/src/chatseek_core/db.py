@@ -195,9 +195,23 @@ def checkpoint(conn: Connection, busy_timeout_ms: int = CHECKPOINT_BUSY_TIMEOUT_
     Returns:
         True when the WAL was checkpointed and truncated; False when a reader kept it busy.
     """
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    busy, _, _ = conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)").fetchone()
+    busy, _, _ = _wal_checkpoint(conn, busy_timeout_ms)
     return not busy
+
+
+def _wal_checkpoint(conn: Connection, busy_timeout_ms: int) -> tuple[int, int, int]:
+    """``checkpoint``'s pragma and SQLite's answer: (busy, frames in the WAL, frames copied)."""
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    busy, frames, copied = conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)").fetchone()
+    return int(busy), int(frames), int(copied)
+
+
+def _size(path: Path) -> int | None:
+    """The size of ``path`` in bytes; None when it does not exist."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return None
 
 
 def check_extensions() -> str:
@@ -479,21 +493,48 @@ class ThreadConnections:
     def close(self) -> None:
         """Close every connection this pool opened; a writable file is checkpointed first.
 
+        The checkpoint's outcome is logged every time: SQLite's three numbers and the WAL's size
+        before and after at INFO, a WARNING when readers kept it busy or it failed.
+
         Blocking (the checkpoint writes the WAL's pages into the file): call it off the loop.
         """
         with self._lock:
-            if self._all and not self._readonly and str(self._path) != ":memory:":
-                self._checkpoint(self._all[0])
+            if not self._readonly and str(self._path) != ":memory:":
+                if self._all:
+                    self._checkpoint(self._all[0])
+                else:
+                    log.info("nothing to checkpoint in %s on close: no connection", self._path)
             for conn in self._all:
                 with contextlib.suppress(Exception):
                     conn.close()
             self._all.clear()
 
     def _checkpoint(self, conn: Connection) -> None:
+        """Checkpoint on close and say how it went, every time (INFO; WARNING when it failed)."""
+        wal = Path(f"{self._path}-wal")
+        before = _size(wal)
         try:
-            done = checkpoint(conn)
+            busy, frames, copied = _wal_checkpoint(conn, CHECKPOINT_BUSY_TIMEOUT_MS)
         except sqlean.Error as exc:
             log.warning("no checkpoint of %s on close: %s", self._path, exc)
             return
-        if not done:
+        wal_bytes = _size(wal)
+        log.info(
+            "checkpoint of %s on close: busy=%d log=%d checkpointed=%d; %s %s before, %s after",
+            Path(self._path).name,
+            busy,
+            frames,
+            copied,
+            wal.name,
+            "absent" if before is None else f"{before} B",
+            "absent" if wal_bytes is None else f"{wal_bytes} B",
+        )
+        if busy:
             log.warning("no checkpoint of %s on close: readers kept its WAL busy", self._path)
+        elif wal_bytes:
+            log.warning(
+                "checkpoint of %s on close reported success but left %d B in %s",
+                self._path,
+                wal_bytes,
+                wal.name,
+            )
