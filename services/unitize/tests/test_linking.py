@@ -85,8 +85,8 @@ def test_the_learned_scorer_sees_replies_and_answers_as_decisions() -> None:
     scorer = LearnedScorer()
     build_links(msgs, agent_answers={3: None}, scorer=scorer)
     assert scorer.inputs is not None
-    assert scorer.inputs.state.parent[:3] == [-1, 0, -1]
-    assert scorer.inputs.state.replies[:3] == [1, 0, 0]
+    assert scorer.inputs.state.parent[:3].tolist() == [-1, 0, -1]
+    assert scorer.inputs.state.replies[:3].tolist() == [1, 0, 0]
 
 
 def test_links_are_built_without_the_collector_and_on_one_blas_thread() -> None:

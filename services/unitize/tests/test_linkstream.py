@@ -8,7 +8,9 @@ from dataclasses import replace
 import pytest
 from test_link_reference import _chat  # type: ignore[import-not-found]
 
+from chatseek_unitize import linkfeatures
 from chatseek_unitize.cutting import chrono_key
+from chatseek_unitize.linkfeatures import DynamicState
 from chatseek_unitize.linking import LearnedScorer, Link, build_links, conversations
 from chatseek_unitize.linkstream import NO_ID, REASONS, LinkColumns, link_chat
 from chatseek_unitize.model import Msg
@@ -47,6 +49,8 @@ def _mixed(seed: int) -> list[Msg]:
             elif roll < 0.08:
                 album = 2
                 m = replace(m, grouped_id=m.msg_id, media_kind="photo")
+            elif roll < 0.14 and m.msg_id > 200:  # a reply far back, past any candidate
+                m = replace(m, reply_to=rng.randint(1, m.msg_id - 150))
         out.append(replace(m, topic_id=topic))
     rng.shuffle(out)
     return out
@@ -75,3 +79,37 @@ def test_an_empty_chat_links_nothing() -> None:
     cols = link_chat(lambda: iter(()), scorer=LearnedScorer())
     assert len(cols) == 0
     assert cols.conversations()[1] == 0
+
+
+def test_conversations_out_of_reach_are_dropped_and_replayed_to_the_same_links(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    msgs = [
+        replace(m, reply_to=m.msg_id - 100 - m.msg_id % 50)
+        if m.msg_id % 9 == 0 and m.msg_id > 150
+        else m
+        for m in _chat(4)
+    ]
+    ordered = sorted(msgs, key=chrono_key)
+    want = build_links(msgs, agent_answers={}, scorer=LearnedScorer())
+    replayed: list[int] = []
+    live: list[int] = []
+    replay, evict = DynamicState._replay, DynamicState._evict
+
+    def counted_replay(self: DynamicState, conv: int) -> None:
+        replayed.append(conv)
+        replay(self, conv)
+
+    def counted_evict(self: DynamicState, i: int) -> None:
+        evict(self, i)
+        live.append(len(self.conv_stems))
+
+    monkeypatch.setattr(linkfeatures, "EVICT_EVERY", 8)
+    monkeypatch.setattr(DynamicState, "_replay", counted_replay)
+    monkeypatch.setattr(DynamicState, "_evict", counted_evict)
+    assert build_links(msgs, agent_answers={}, scorer=LearnedScorer()) == want
+    cols = link_chat(lambda: iter(ordered), scorer=LearnedScorer())
+    assert _as_links(cols) == want
+    assert len(replayed) >= 5  # replies joined conversations that had been dropped
+    conversations_made = sum(1 for link in want if link.parent_id is None)
+    assert max(live) < conversations_made / 3

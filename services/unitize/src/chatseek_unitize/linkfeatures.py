@@ -16,6 +16,7 @@ chat's local pace (``_pace``).
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -45,6 +46,8 @@ WINDOW = 50
 OVERLAP_ROWS = 2048
 PACE_GAPS = 50
 INTERACTION_WINDOW = 100
+EVICT_EVERY = 4096
+"""Decisions between two passes in which ``DynamicState`` drops what no candidate can reach."""
 OVERLAP_MIN_IDF = 3.0
 ADDRESS_SLOTS = 2
 MENTION_SLOTS = 3
@@ -345,11 +348,8 @@ class TopicArrays:
         self.n = n
         self.author = cols.author
         self.date = cols.date
-        self.question = cols.question.astype(np.float64)
+        self.question = cols.question.astype(bool)
         self.log_length = np.log1p(cols.length.astype(np.float64))
-        self.addressed = cols.addressed
-        self.mentioned = cols.mentioned
-        self.has_address = self.addressed[:, 0] != _NONE
         self.prev_same, self.next_same = _prev_next_same(self.author)
         self.stems = cols.stems
         ranks, self._weights = _ranked(self.informative)
@@ -362,11 +362,13 @@ class TopicArrays:
         # Slots as contiguous columns, and how many messages before each fill each slot, so
         # a block skips the name comparisons of a slot no message near it fills.
         self.address_slots = [
-            np.ascontiguousarray(self.addressed[:, s]) for s in range(ADDRESS_SLOTS)
+            np.ascontiguousarray(cols.addressed[:, s]) for s in range(ADDRESS_SLOTS)
         ]
         self.mention_slots = [
-            np.ascontiguousarray(self.mentioned[:, s]) for s in range(MENTION_SLOTS)
+            np.ascontiguousarray(cols.mentioned[:, s]) for s in range(MENTION_SLOTS)
         ]
+        # A message's names fill its slots from the first.
+        self.has_address = self.address_slots[0] != _NONE
         self.address_filled = [_filled_before(c) for c in self.address_slots]
         self.mention_filled = [_filled_before(c) for c in self.mention_slots]
 
@@ -392,7 +394,7 @@ class TopicArrays:
 
 def _filled_before(slot: np.ndarray) -> np.ndarray:
     """``out[k]``: how many of messages ``0..k-1`` fill this slot."""
-    return np.concatenate(([0], np.cumsum(slot != _NONE)))
+    return np.concatenate(([0], np.cumsum(slot != _NONE, dtype=np.int32)))
 
 
 def _used(filled: list[np.ndarray], lo: int, hi: int) -> list[int]:
@@ -553,31 +555,45 @@ class DynamicState:
 
     Plain lists, not arrays: a message reads a handful of candidates, where a Python lookup
     costs less than a numpy call. Conversations are named by their first message.
+
+    Every ``EVICT_EVERY`` decisions, a conversation whose last message is more than
+    ``WINDOW`` back loses its author and stem sets (no candidate can be in it any more), and
+    so does the record of who answered a message that far back. An explicit reply or agent
+    answer that joins such a conversation rebuilds its sets by replaying its members' updates
+    in order (``next_member`` chains them): the same insertions make the same set, which
+    iterates in the same order, so its overlap sums are the same floats.
     """
 
     def __init__(self, t: TopicArrays) -> None:
         n = t.n
         self.t = t
-        self.parent = [_NONE] * n
-        self.conv = [_NONE] * n
-        self.replies = [0] * n
-        self.log_replies = [0.0] * n
-        self.tail = [_NONE] * n
-        self.size = [0] * n
-        self.author: list[int] = t.author.tolist()
-        self.prev_same: list[int] = t.prev_same.tolist()
+        # ``array`` columns, not lists: a lookup costs about the same, and a message takes 8
+        # bytes a column instead of a pointer and, mostly, an int or float object.
+        self.parent = array("q", [_NONE]) * n
+        self.conv = array("q", [_NONE]) * n
+        self.replies = array("q", [0]) * n
+        self.log_replies = array("d", [0.0]) * n
+        self.tail = array("q", [_NONE]) * n
+        self.size = array("q", [0]) * n
+        self.author = array("q", t.author.astype(np.int64).tobytes())
+        self.prev_same = array("q", t.prev_same.astype(np.int64).tobytes())
         # Who answered each message, for the messages somebody answered (most are not): one
         # author as a frozenset of one, shared by every message that author alone answered.
         self.answered_by: dict[int, frozenset[int] | set[int]] = {}
         self._alone: dict[int, frozenset[int]] = {}
         # named[a][b]: the latest message in which a and b named each other.
         self.named: dict[int, dict[int, int]] = {}
-        # Tuples: most are empty, and every empty tuple is the same object.
-        self._mentioned = [tuple(a for a in row if a != _NONE) for row in t.mentioned.tolist()]
-        self.date: list[float] = t.date.tolist()
-        self.pace: list[float] = t.pace.tolist()
+        # Whom each message mentions, for the messages that mention someone.
+        self._mentioned: dict[int, tuple[int, ...]] = {
+            k: tuple(a for a in (int(slot[k]) for slot in t.mention_slots) if a != _NONE)
+            for k in np.flatnonzero(t.mention_slots[0] != _NONE).tolist()
+        }
+        self.date = array("d", t.date.astype(np.float64).tobytes())
+        self.pace = array("d", t.pace.astype(np.float64).tobytes())
         self.conv_authors: dict[int, set[int]] = {}
         self.conv_stems: dict[int, set[str]] = {}
+        self.next_member = array("q", [_NONE]) * n
+        self._evict_at = EVICT_EVERY
 
     def commit(self, i: int, parent: int | None) -> None:
         """Record message ``i``'s decision (``parent`` an earlier index, or None)."""
@@ -602,15 +618,45 @@ class DynamicState:
                 else:
                     answered.add(a_i)
         self.conv[i] = conv
+        last = self.tail[conv]
+        if last != _NONE:
+            if conv not in self.conv_stems:
+                self._replay(conv)
+            self.next_member[last] = i
         self.tail[conv] = i
         self.size[conv] += 1
         self.conv_authors.setdefault(conv, set()).add(a_i)
         # From the set the tuple makes, as ``features_flat`` reads it: the order the stems go in
         # fixes the conversation set's iteration order, and so the rounding of its overlap sums.
         self.conv_stems.setdefault(conv, set()).update(frozenset(self.t.stems.of(i)))
-        for b in self._mentioned[i]:
+        for b in self._mentioned.get(i, ()):
             self.named.setdefault(a_i, {})[b] = i
             self.named.setdefault(b, {})[a_i] = i
+        if i >= self._evict_at:
+            self._evict(i)
+
+    def _replay(self, conv: int) -> None:
+        """Rebuild the author and stem sets of evicted conversation ``conv``."""
+        authors: set[int] = set()
+        stems: set[str] = set()
+        k = conv
+        while k != _NONE:
+            authors.add(self.author[k])
+            stems.update(frozenset(self.t.stems.of(k)))
+            k = self.next_member[k]
+        self.conv_authors[conv] = authors
+        self.conv_stems[conv] = stems
+
+    def _evict(self, i: int) -> None:
+        """Drop what no candidate of a message after ``i`` can read (see the class)."""
+        horizon = i - WINDOW
+        tail = self.tail
+        for conv in [c for c in self.conv_stems if tail[c] < horizon]:
+            del self.conv_stems[conv]
+            del self.conv_authors[conv]
+        for k in [k for k in self.answered_by if k < horizon]:
+            del self.answered_by[k]
+        self._evict_at = i + EVICT_EVERY
 
     def features(self, i: int, cands: Sequence[int]) -> np.ndarray:
         """``(len(cands), len(DYNAMIC_FEATURES))`` float32 features of candidates ``cands``

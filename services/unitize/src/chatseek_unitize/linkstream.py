@@ -226,7 +226,8 @@ class StreamTopic:
         self.stem_ids = array("i")
 
     def columns(self) -> TopicColumns:
-        """The topic as the features read it (after ``cut_stems``)."""
+        """The topic as the features read it (after ``cut_stems``), once: the names each
+        message holds go into its slots and are let go."""
         assert self._stems is not None
         owners = name_owners(self.name_keys, self.numbers)
         addressed = np.full((len(self), ADDRESS_SLOTS), -1, dtype=np.int64)
@@ -237,13 +238,16 @@ class StreamTopic:
             to, of = addressing(names, lead, me, owners)
             addressed[k, : len(to[:ADDRESS_SLOTS])] = to[:ADDRESS_SLOTS]
             mentioned[k, : len(of[:MENTION_SLOTS])] = of[:MENTION_SLOTS]
+        self.names, self.lead = [], []
+        author, question, length = self.author, self.question, self.length
+        self.author, self.question, self.length = array("q"), bytearray(), array("q")
         return TopicColumns(
-            author=np.frombuffer(self.author, dtype=np.int64).copy(),
+            author=np.frombuffer(author, dtype=np.int64).copy(),
             date=np.frombuffer(self.dates, dtype=np.int64).astype(np.float64),
             addressed=addressed,
             mentioned=mentioned,
-            question=np.frombuffer(self.question, dtype=np.uint8).astype(bool),
-            length=np.frombuffer(self.length, dtype=np.int64).copy(),
+            question=np.frombuffer(question, dtype=np.uint8).astype(bool),
+            length=np.frombuffer(length, dtype=np.int64).copy(),
             stems=self._stems,
         )
 
