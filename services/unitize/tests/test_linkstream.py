@@ -6,7 +6,7 @@ import random
 from dataclasses import replace
 
 import pytest
-from test_link_reference import _chat  # type: ignore[import-not-found]
+from test_link_reference import WORDS, _chat  # type: ignore[import-not-found]
 
 from chatseek_unitize import linkfeatures
 from chatseek_unitize.cutting import chrono_key
@@ -29,6 +29,10 @@ def _as_links(cols: LinkColumns) -> list[Link]:
     ]
 
 
+def _senders(msgs: list[Msg]) -> list[tuple[int | None, str]]:
+    return [(m.topic_id, m.sender_name) for m in msgs]
+
+
 def _mixed(seed: int) -> list[Msg]:
     """``_chat`` spread over three topics, with albums, service and empty messages, and the
     order shuffled as a store would not keep it."""
@@ -42,8 +46,8 @@ def _mixed(seed: int) -> list[Msg]:
             m = replace(m, grouped_id=out[-1].grouped_id, media_kind="photo")
         else:
             topic = rng.choice([None, 7, 9])
-            if roll < 0.03:
-                m = replace(m, is_service=True)
+            if roll < 0.03:  # by someone who never writes, named like a common word
+                m = replace(m, is_service=True, sender_id=999, sender_name=f"{rng.choice(WORDS)} X")
             elif roll < 0.05:
                 m = replace(m, text="  ")
             elif roll < 0.08:
@@ -62,7 +66,7 @@ def test_streamed_links_are_the_list_linkers_field_for_field(seed: int) -> None:
     answers = {m.msg_id: (None if m.msg_id % 2 else m.msg_id - 5) for m in msgs[::37]}
     want = build_links(msgs, agent_answers=answers, scorer=LearnedScorer())
     ordered = sorted(msgs, key=chrono_key)
-    cols = link_chat(lambda: iter(ordered), agent_answers=answers, scorer=LearnedScorer())
+    cols = link_chat(ordered, senders=_senders(msgs), agent_answers=answers, scorer=LearnedScorer())
     got = _as_links(cols)
     assert got == want
     assert {r.reason for r in got} >= {"album", "reply", "agent", "scored", "new"}
@@ -76,7 +80,7 @@ def test_streamed_links_are_the_list_linkers_field_for_field(seed: int) -> None:
 
 
 def test_an_empty_chat_links_nothing() -> None:
-    cols = link_chat(lambda: iter(()), scorer=LearnedScorer())
+    cols = link_chat((), senders=(), scorer=LearnedScorer())
     assert len(cols) == 0
     assert cols.conversations()[1] == 0
 
@@ -108,7 +112,7 @@ def test_conversations_out_of_reach_are_dropped_and_replayed_to_the_same_links(
     monkeypatch.setattr(DynamicState, "_replay", counted_replay)
     monkeypatch.setattr(DynamicState, "_evict", counted_evict)
     assert build_links(msgs, agent_answers={}, scorer=LearnedScorer()) == want
-    cols = link_chat(lambda: iter(ordered), scorer=LearnedScorer())
+    cols = link_chat(ordered, senders=_senders(msgs), scorer=LearnedScorer())
     assert _as_links(cols) == want
     assert len(replayed) >= 5  # replies joined conversations that had been dropped
     conversations_made = sum(1 for link in want if link.parent_id is None)

@@ -474,7 +474,10 @@ def _links(
     few numbers a message; any other scorer reads a ``LinkContext``, which holds the chat."""
     if type(scorer) is LearnedScorer:
         return link_chat(
-            lambda: loader.iter_chat(conn, account, chat_id), agent_answers=answers, scorer=scorer
+            loader.iter_chat(conn, account, chat_id),
+            senders=loader.senders(conn, account, chat_id),
+            agent_answers=answers,
+            scorer=scorer,
         )
     msgs = loader.load_chat(conn, account, chat_id)
     dates = {m.msg_id: m.date for m in msgs}
@@ -501,11 +504,11 @@ def _write_links(
     write_batch: int,
 ) -> None:
     reasons = report.reasons
-    conv_of = number.tolist()
     # Rows are made a batch at a time: a big chat's rows, all at once, held a tuple and a
     # JSON string for every link.
     for start in range(0, len(links), write_batch):
         rows = []
+        conv_of = number[start : start + write_batch].tolist()
         for k in range(start, min(start + write_batch, len(links))):
             reason = REASONS[links.reason[k]]
             reasons[reason] = reasons.get(reason, 0) + 1
@@ -516,7 +519,7 @@ def _write_links(
                     build_id,
                     links.msg_id[k],
                     None if parent == NO_ID else parent,
-                    conv_of[k],
+                    conv_of[k - start],
                     reason,
                     links.confidence[k],
                     json.dumps([list(r) for r in rejected]) if rejected else None,
@@ -583,16 +586,16 @@ def _write_chunks(
     # Each conversation's links, in chronological order: ``members[bounds[c - 1]:bounds[c]]``.
     members = np.argsort(number, kind="stable")
     bounds = np.searchsorted(number[members], np.arange(1, report.conversations + 2)).tolist()
-    members_list = members.tolist()
     conv = 1
     while conv <= report.conversations:
         last = conv
         while last < report.conversations and bounds[last] - bounds[conv - 1] < WRITE_BATCH:
             last += 1
-        at = members_list[bounds[conv - 1] : bounds[last]]
-        loaded = loader.load_ids(conn, account, chat_id, (links.msg_id[k] for k in at))
+        base = bounds[conv - 1]
+        batch = members[base : bounds[last]].tolist()
+        loaded = loader.load_ids(conn, account, chat_id, (links.msg_id[k] for k in batch))
         for c in range(conv, last + 1):
-            at = members_list[bounds[c - 1] : bounds[c]]
+            at = batch[bounds[c - 1] - base : bounds[c] - base]
             # A message ingest dropped since the links were made leaves its conversation's
             # text; the drop queues a new build.
             seq = [m for m in (loaded.get(links.msg_id[k]) for k in at) if m is not None]

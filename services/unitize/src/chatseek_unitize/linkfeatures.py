@@ -20,7 +20,7 @@ from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -38,6 +38,7 @@ __all__ = [
     "TopicInputs",
     "columns_of",
     "informative",
+    "least_informative",
     "message_features",
     "pair_columns",
 ]
@@ -137,21 +138,23 @@ class Analysed(NamedTuple):
     length: int
 
 
-@dataclass(frozen=True, slots=True)
 class StemTable:
     """Each message's informative stems as numbers into ``vocab``: message ``k`` holds
     ``ids[off[k]:off[k + 1]]``, in the order its analysis listed them. A tuple of strings a
     message took about 100 bytes and more; here a stem takes four."""
 
-    vocab: Sequence[str]
-    ids: np.ndarray  # int32
-    off: np.ndarray  # int64, one more than there are messages
+    __slots__ = ("_ids_at", "_off_at", "ids", "off", "vocab")
+
+    def __init__(self, vocab: Sequence[str], ids: np.ndarray, off: np.ndarray) -> None:
+        self.vocab = vocab
+        self._ids_at, self.ids = _held_once(ids.astype(np.int32, copy=False), "i")
+        self._off_at, self.off = _held_once(off.astype(np.int64, copy=False), "q")
 
     def of(self, k: int) -> tuple[str, ...]:
         """Message ``k``'s stems, in the order they were listed (which fixes the order a set
         made from them iterates in, and so the rounding of sums over it)."""
-        vocab = self.vocab
-        return tuple([vocab[x] for x in self.ids[self.off[k] : self.off[k + 1]].tolist()])
+        vocab, off = self.vocab, self._off_at
+        return tuple([vocab[x] for x in self._ids_at[off[k] : off[k + 1]]])
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,10 +224,15 @@ def _prev_next_same(author: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def informative(idf: Mapping[str, float]) -> dict[str, float]:
     """The stems that carry overlap, with their idf (see the module docstring)."""
+    least = least_informative(max(idf.values(), default=0.0))
+    return {s: w for s, w in idf.items() if w >= least}
+
+
+def least_informative(top: float) -> float:
+    """The smallest idf that carries overlap in a chat whose largest idf is ``top``."""
     # A stem in only two messages always counts, however small the chat (then its idf is
     # the largest but one: log((total + 1) / 3) = max - log 1.5).
-    floor = max(idf.values(), default=0.0) - math.log(1.5) - 1e-9
-    return {s: w for s, w in idf.items() if w >= min(OVERLAP_MIN_IDF, floor)}
+    return min(OVERLAP_MIN_IDF, top - math.log(1.5) - 1e-9)
 
 
 def _pace(date: np.ndarray) -> np.ndarray:
@@ -346,11 +354,16 @@ class TopicArrays:
         )
         n = cols.n
         self.n = n
-        self.author = cols.author
-        self.date = cols.date
+        # Held once each, as an ``array`` the dynamic state looks single values up in and a
+        # numpy view of it the blocks read.
+        # Numbers of authors and positions fit 32 bits; times and sums stay 64.
+        self.author_at, self.author = _held_once(cols.author.astype(np.int32), "i")
+        self.date_at, self.date = _held_once(cols.date.astype(np.float64), "d")
         self.question = cols.question.astype(bool)
         self.log_length = np.log1p(cols.length.astype(np.float64))
-        self.prev_same, self.next_same = _prev_next_same(self.author)
+        prev_same, next_same = _prev_next_same(self.author)
+        self.next_same = next_same.astype(np.int32)
+        self.prev_same_at, self.prev_same = _held_once(prev_same.astype(np.int32), "i")
         self.stems = cols.stems
         ranks, self._weights = _ranked(self.informative)
         # Each stem number's rank in name order.
@@ -358,14 +371,14 @@ class TopicArrays:
             map(ranks.__getitem__, cols.stems.vocab), dtype=np.int64, count=len(cols.stems.vocab)
         )
         self._rows: OverlapRows | None = None
-        self.pace = _pace(self.date)
+        self.pace_at, self.pace = _held_once(_pace(self.date), "d")
         # Slots as contiguous columns, and how many messages before each fill each slot, so
         # a block skips the name comparisons of a slot no message near it fills.
         self.address_slots = [
-            np.ascontiguousarray(cols.addressed[:, s]) for s in range(ADDRESS_SLOTS)
+            np.ascontiguousarray(cols.addressed[:, s], dtype=np.int32) for s in range(ADDRESS_SLOTS)
         ]
         self.mention_slots = [
-            np.ascontiguousarray(cols.mentioned[:, s]) for s in range(MENTION_SLOTS)
+            np.ascontiguousarray(cols.mentioned[:, s], dtype=np.int32) for s in range(MENTION_SLOTS)
         ]
         # A message's names fill its slots from the first.
         self.has_address = self.address_slots[0] != _NONE
@@ -390,6 +403,12 @@ class TopicArrays:
         rows = OverlapRows(start, overlap[start - first :], rarest[start - first :])
         self._rows = rows
         return rows
+
+
+def _held_once(values: np.ndarray, code: str) -> tuple[array[Any], np.ndarray]:
+    """``values`` as an ``array`` of type ``code`` and a numpy view of the same memory."""
+    held = array(code, values.tobytes())
+    return held, np.frombuffer(held, dtype=values.dtype)
 
 
 def _filled_before(slot: np.ndarray) -> np.ndarray:
@@ -567,16 +586,17 @@ class DynamicState:
     def __init__(self, t: TopicArrays) -> None:
         n = t.n
         self.t = t
-        # ``array`` columns, not lists: a lookup costs about the same, and a message takes 8
-        # bytes a column instead of a pointer and, mostly, an int or float object.
-        self.parent = array("q", [_NONE]) * n
-        self.conv = array("q", [_NONE]) * n
-        self.replies = array("q", [0]) * n
-        self.log_replies = array("d", [0.0]) * n
-        self.tail = array("q", [_NONE]) * n
-        self.size = array("q", [0]) * n
-        self.author = array("q", t.author.astype(np.int64).tobytes())
-        self.prev_same = array("q", t.prev_same.astype(np.int64).tobytes())
+        # ``array`` columns, not lists: a lookup costs about the same, and a message takes 4
+        # or 8 bytes a column instead of a pointer and, mostly, an int or float object.
+        self.parent = array("i", [_NONE]) * n
+        self.conv = array("i", [_NONE]) * n
+        self.replies = array("i", [0]) * n
+        # float32: the features are float32, and a float32 rounds to itself.
+        self.log_replies = array("f", [0.0]) * n
+        self.tail = array("i", [_NONE]) * n
+        self.size = array("i", [0]) * n
+        self.author = t.author_at
+        self.prev_same = t.prev_same_at
         # Who answered each message, for the messages somebody answered (most are not): one
         # author as a frozenset of one, shared by every message that author alone answered.
         self.answered_by: dict[int, frozenset[int] | set[int]] = {}
@@ -588,11 +608,12 @@ class DynamicState:
             k: tuple(a for a in (int(slot[k]) for slot in t.mention_slots) if a != _NONE)
             for k in np.flatnonzero(t.mention_slots[0] != _NONE).tolist()
         }
-        self.date = array("d", t.date.astype(np.float64).tobytes())
-        self.pace = array("d", t.pace.astype(np.float64).tobytes())
+        self.date = t.date_at
+        self.pace = t.pace_at
         self.conv_authors: dict[int, set[int]] = {}
         self.conv_stems: dict[int, set[str]] = {}
-        self.next_member = array("q", [_NONE]) * n
+        self.next_member = array("i", [_NONE]) * n
+        self._last_stems: tuple[int, frozenset[str]] = (_NONE, frozenset())
         self._evict_at = EVICT_EVERY
 
     def commit(self, i: int, parent: int | None) -> None:
@@ -628,12 +649,22 @@ class DynamicState:
         self.conv_authors.setdefault(conv, set()).add(a_i)
         # From the set the tuple makes, as ``features_flat`` reads it: the order the stems go in
         # fixes the conversation set's iteration order, and so the rounding of its overlap sums.
-        self.conv_stems.setdefault(conv, set()).update(frozenset(self.t.stems.of(i)))
+        self.conv_stems.setdefault(conv, set()).update(self._stem_set(i))
         for b in self._mentioned.get(i, ()):
             self.named.setdefault(a_i, {})[b] = i
             self.named.setdefault(b, {})[a_i] = i
         if i >= self._evict_at:
             self._evict(i)
+
+    def _stem_set(self, i: int) -> frozenset[str]:
+        """Message ``i``'s stems as a set, made once for its features and its commit (from
+        the same tuple, so in the same order either way)."""
+        last = self._last_stems
+        if last[0] == i:
+            return last[1]
+        stems = frozenset(self.t.stems.of(i))
+        self._last_stems = (i, stems)
+        return stems
 
     def _replay(self, conv: int) -> None:
         """Rebuild the author and stem sets of evicted conversation ``conv``."""
@@ -686,7 +717,7 @@ class DynamicState:
         recent = i - INTERACTION_WINDOW
         named = self.named.get(a_i, _NOBODY)
         c_stems, idf, date_i, pace = (
-            frozenset(self.t.stems.of(i)),
+            self._stem_set(i),
             self.t.informative,
             date[i],
             self.pace[i],
@@ -781,7 +812,9 @@ class TopicInputs:
         return b
 
     def sync(self, parents: Sequence[int | None], upto: int) -> None:
-        """Commit ``parents[synced:upto]`` (indices, None = new) to the dynamic state."""
+        """Commit ``parents[synced:upto]`` (indices; None or a negative one = new) to the
+        dynamic state."""
         for k in range(self.synced, upto):
-            self.state.commit(k, parents[k])
+            p = parents[k]
+            self.state.commit(k, None if p is None or p < 0 else p)
         self.synced = max(self.synced, upto)

@@ -19,19 +19,20 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from chatseek_core.errors import InvalidValue
 from chatseek_unitize.cutting import is_unit_member
 from chatseek_unitize.linkfeatures import (
     ADDRESS_SLOTS,
     MENTION_SLOTS,
     StemTable,
     TopicColumns,
-    informative,
+    least_informative,
 )
 from chatseek_unitize.linking import (
     REJECTED_KEPT,
@@ -59,6 +60,7 @@ REASONS: tuple[LinkReason, ...] = (
     "new",
 )
 _REASON = {r: k for k, r in enumerate(REASONS)}
+_COUNT_SLICE = 1 << 20
 NO_ID = -(2**63)
 """Stands for "none" in an id column (no parent, no reply target)."""
 
@@ -97,11 +99,14 @@ class LinkColumns:
         self.parent_id.append(NO_ID if parent_id is None else parent_id)
         self.reason.append(_REASON[reason])
         self.confidence.append(confidence)
+        if len(rejected) > REJECTED_KEPT:
+            raise InvalidValue(f"a link keeps at most {REJECTED_KEPT} rejected options.")
         self.rejected.append(len(rejected))
-        for r in range(REJECTED_KEPT):
-            got = rejected[r] if r < len(rejected) else (0, 0.0)
-            self.rejected_id.append(got[0])
-            self.rejected_p.append(got[1])
+        if len(rejected) < REJECTED_KEPT:
+            rejected = (*rejected, *[(0, 0.0)] * (REJECTED_KEPT - len(rejected)))
+        for msg, p in rejected:
+            self.rejected_id.append(msg)
+            self.rejected_p.append(p)
 
     def runners_up(self, k: int) -> list[tuple[int, float]]:
         """Link ``k``'s rejected options, best first."""
@@ -111,8 +116,10 @@ class LinkColumns:
         ]
 
     def in_chrono_order(self) -> LinkColumns:
-        """The same links ordered by (date, msg_id)."""
+        """The same links ordered by (date, msg_id) (these links when they already are)."""
         order = np.lexsort((np.asarray(self.msg_id), np.asarray(self.date)))
+        if bool((order[1:] > order[:-1]).all()):  # one topic: already in order
+            return self
         wide = (order[:, None] * REJECTED_KEPT + np.arange(REJECTED_KEPT)).ravel()
 
         def taken(col: array[Any], at: np.ndarray) -> array[Any]:
@@ -146,13 +153,19 @@ class LinkColumns:
         at = np.searchsorted(sorted_ids, parents)
         at = np.minimum(at, n - 1)
         found = (parents != NO_ID) & (sorted_ids[at] == parents)
-        parent_pos = np.where(found, order[at], -1).tolist()
-        root = list(range(n))
-        for k, p in enumerate(parent_pos):
-            if 0 <= p < k:
-                root[k] = root[p]
-        roots = np.asarray(root, dtype=np.int64)
-        starts = roots == np.arange(n)
+        own = np.arange(n)
+        # Every parent comes before its child: follow parents to the first message of each
+        # conversation, doubling the stride each round.
+        parent_at = order[at]
+        roots = np.where(found & (parent_at < own), parent_at, own)
+        del parent_at
+        del ids, order, sorted_ids, parents, at, found
+        while True:
+            up = roots[roots]
+            if np.array_equal(up, roots):
+                break
+            roots = up
+        starts = roots == own
         number = np.cumsum(starts)
         return number[roots], int(starts.sum())
 
@@ -164,24 +177,26 @@ class StreamTopic:
     Satisfies ``linking.ScoringContext`` once ``cut_stems`` has run.
     """
 
-    def __init__(self, name_keys: dict[int | str, set[str]]) -> None:
-        self.name_keys = name_keys
-        self.known = frozenset(k for keys in name_keys.values() for k in keys)
+    def __init__(self, known: frozenset[str]) -> None:
+        self.known = known
+        # The name forms of each author of a linkable message (``LinkContext``'s).
+        self.name_keys: dict[int | str, set[str]] = {}
+        self._senders: set[tuple[int | str, str]] = set()
         self.ids = array("q")
         self.dates = array("q")
         self.reply = array("q")
         self.album = bytearray()  # 1: the same album as the message before
         self.author = array("q")
         self.numbers: dict[int | str, int] = {}
-        self.names: list[frozenset[str]] = []
-        self.lead: list[frozenset[str]] = []
+        # The names and lead of the messages that name somebody in the topic (most do not).
+        self.named: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self.question = bytearray()
         self.length = array("q")
         self.stem_ids = array("i")
         self.stem_off = array("q", [0])
         self._group: int | None = None
         self.idf: Mapping[str, float] = {}
-        self.parent: list[int | None] = []
+        self.parent = array("q")  # by message: its parent's position, -1 for none
         self.scored: bytearray = bytearray()
         self._stems: StemTable | None = None
         self._by_id: tuple[np.ndarray, np.ndarray] | None = None
@@ -197,6 +212,9 @@ class StreamTopic:
         """Analyse the next message of the topic (``chrono_key`` order); its stems are
         numbered in ``vocab``, the chat's."""
         inf = analyse_message(m, author, self.known)
+        if (author, m.sender_name) not in self._senders:
+            self._senders.add((author, m.sender_name))
+            self.name_keys.setdefault(author, set()).update(name_forms(m.sender_name))
         group = m.grouped_id
         self.album.append(bool(self.ids) and group is not None and group == self._group)
         self._group = group
@@ -204,8 +222,8 @@ class StreamTopic:
         self.dates.append(m.date)
         self.reply.append(NO_ID if m.reply_to is None else m.reply_to)
         self.author.append(self.numbers.setdefault(author, len(self.numbers)))
-        self.names.append(inf.names)
-        self.lead.append(inf.lead)
+        if inf.names or inf.lead:
+            self.named[len(self.ids) - 1] = (inf.names, inf.lead)
         self.question.append(inf.question)
         self.length.append(inf.length)
         for s in inf.stems:
@@ -220,9 +238,12 @@ class StreamTopic:
         into ``vocab``; each message keeps its stems' order."""
         ids = np.frombuffer(self.stem_ids, dtype=np.int32)
         mask = keep[ids]
-        kept_before = np.concatenate(([0], np.cumsum(mask, dtype=np.int64)))
-        off = kept_before[np.frombuffer(self.stem_off, dtype=np.int64)]
-        self._stems = StemTable(vocab, renumber[ids[mask]].astype(np.int32), off)
+        kept_before = np.zeros(len(ids) + 1, dtype=np.int32)
+        np.cumsum(mask, dtype=np.int32, out=kept_before[1:])
+        off = kept_before[np.frombuffer(self.stem_off, dtype=np.int64)].astype(np.int64)
+        del kept_before
+        self._stems = StemTable(vocab, renumber[ids[mask]], off)
+        del ids
         self.stem_ids = array("i")
 
     def columns(self) -> TopicColumns:
@@ -232,13 +253,12 @@ class StreamTopic:
         owners = name_owners(self.name_keys, self.numbers)
         addressed = np.full((len(self), ADDRESS_SLOTS), -1, dtype=np.int64)
         mentioned = np.full((len(self), MENTION_SLOTS), -1, dtype=np.int64)
-        for k, (names, lead, me) in enumerate(zip(self.names, self.lead, self.author, strict=True)):
-            if not names and not lead:
-                continue
-            to, of = addressing(names, lead, me, owners)
+        for k, (names, lead) in self.named.items():
+            to, of = addressing(names, lead, self.author[k], owners)
             addressed[k, : len(to[:ADDRESS_SLOTS])] = to[:ADDRESS_SLOTS]
             mentioned[k, : len(of[:MENTION_SLOTS])] = of[:MENTION_SLOTS]
-        self.names, self.lead = [], []
+        self.named = {}
+        self._senders = set()
         author, question, length = self.author, self.question, self.length
         self.author, self.question, self.length = array("q"), bytearray(), array("q")
         return TopicColumns(
@@ -293,21 +313,27 @@ def _idf(topics: Iterable[StreamTopic], vocab_size: int) -> np.ndarray:
     total = 0
     for t in topics:
         total += len(t)
-        df += np.bincount(np.frombuffer(t.stem_ids, dtype=np.int32), minlength=vocab_size)
+        ids = np.frombuffer(t.stem_ids, dtype=np.int32)
+        for start in range(0, len(ids), _COUNT_SLICE):  # bincount widens what it counts
+            df += np.bincount(ids[start : start + _COUNT_SLICE], minlength=vocab_size)
+        del ids
     return np.asarray([math.log((total + 1) / (n + 1)) for n in df.tolist()], dtype=np.float64)
 
 
 def link_chat(
-    read: Callable[[], Iterable[Msg]],
+    msgs: Iterable[Msg],
     *,
+    senders: Iterable[tuple[int | None, str]],
     agent_answers: Mapping[int, int | None] | None = None,
     scorer: LearnedScorer,
 ) -> LinkColumns:
-    """``linking.build_links`` with the learned scorer, reading the chat from a stream.
+    """``linking.build_links`` with the learned scorer, reading the chat once, as a stream.
 
     Args:
-        read: Returns a fresh iterator over the chat's messages in ``chrono_key`` order; it is
-            called twice.
+        msgs: The chat's messages in ``chrono_key`` order.
+        senders: (topic id, sender name) of every message, or more: the name forms the
+            analysis looks for are theirs. Forms of a sender who has no linkable message in a
+            topic are let go when its names are resolved, as ``LinkContext`` never has them.
         agent_answers: ``{msg_id: parent id or None}``, already filtered for staleness.
 
     Returns:
@@ -315,37 +341,29 @@ def link_chat(
     """
     answers = agent_answers or {}
     with collector_paused(), one_blas_thread():
-        name_keys: dict[int | None, dict[int | str, set[str]]] = {}
-        seen: set[tuple[int | None, int | str, str]] = set()
-        for m in read():
-            if is_unit_member(m):
-                author = author_of(m)
-                if (m.topic_id, author, m.sender_name) not in seen:
-                    seen.add((m.topic_id, author, m.sender_name))
-                    keys = name_keys.setdefault(m.topic_id, {}).setdefault(author, set())
-                    keys.update(name_forms(m.sender_name))
-        del seen
+        forms: dict[int | None, set[str]] = {}
+        for topic, name in set(senders):
+            forms.setdefault(topic, set()).update(name_forms(name))
         topics: dict[int | None, StreamTopic] = {}
         vocab: dict[str, int] = {}
-        for m in read():
+        for m in msgs:
             if is_unit_member(m):
                 t = topics.get(m.topic_id)
                 if t is None:
-                    t = topics[m.topic_id] = StreamTopic(name_keys[m.topic_id])
+                    t = topics[m.topic_id] = StreamTopic(frozenset(forms.get(m.topic_id, ())))
                 t.add(m, author_of(m), vocab)
+        del forms
         words = list(vocab)
         del vocab
-        idf_by_number = _idf(topics.values(), len(words))
-        idf = dict(zip(words, idf_by_number.tolist(), strict=True))
-        kept = informative(idf)
-        keep = np.fromiter((w in kept for w in words), dtype=bool, count=len(words))
-        renumber = np.cumsum(keep) - 1
-        kept_words = [w for w, k in zip(words, keep.tolist(), strict=True) if k]
+        idf = _idf(topics.values(), len(words))
+        keep = idf >= least_informative(float(idf.max()) if len(idf) else 0.0)
+        renumber = (np.cumsum(keep) - 1).astype(np.int32)
+        kept = np.flatnonzero(keep).tolist()
+        kept_words = [words[k] for k in kept]
         del words
         # The features read only the informative stems (``informative`` of these is all
         # of them: the rarest stem of the chat, which sets its floor, is one).
-        idf_kept = {w: idf[w] for w in kept_words}
-        del idf
+        idf_kept = dict(zip(kept_words, idf[kept].tolist(), strict=True))
         for t in topics.values():
             t.cut_stems(keep, renumber, kept_words)
         links = LinkColumns()
@@ -371,10 +389,11 @@ def _link_topic(
         if fixed is not None:
             parent_id, reason = fixed
             out.add(ids[i], dates[i], parent_id, reason, 1.0)
-            t.parent.append(None if parent_id is None else t.index_of(parent_id))
+            at = None if parent_id is None else t.index_of(parent_id)
+            t.parent.append(-1 if at is None else at)
             continue
         choice = scorer.choose(t, i)
         parent_id = None if choice.parent is None else ids[choice.parent]
         out.add(ids[i], dates[i], parent_id, choice.reason, choice.confidence, choice.rejected)
-        t.parent.append(choice.parent)
+        t.parent.append(-1 if choice.parent is None else choice.parent)
     scorer.inputs = None

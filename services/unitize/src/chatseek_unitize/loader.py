@@ -32,6 +32,7 @@ __all__ = [
     "iter_chat",
     "load_chat",
     "load_ids",
+    "senders",
     "load_topic_page",
     "message_ids",
     "row_to_msg",
@@ -305,6 +306,18 @@ def iter_chat(
                 yield row_to_msg(r, shared)
     finally:
         cur.close()
+
+
+def senders(conn: Connection, account: str, chat_id: int) -> list[tuple[int | None, str]]:
+    """Each (topic id, sender name) of one chat's messages, once."""
+    return [
+        (topic, name or "")
+        for topic, name in conn.execute(
+            "SELECT DISTINCT topic_id, sender_name FROM ingest.messages"
+            " WHERE account = ? AND chat_id = ?",
+            (account, chat_id),
+        )
+    ]
 
 
 def load_chat(conn: Connection, account: str, chat_id: int) -> list[Msg]:
