@@ -548,8 +548,8 @@ def _write_chunks(
     pair the others with their stored unit.
 
     Conversations are read back from ingest a batch at a time (about ``WRITE_BATCH``
-    messages), in order of their first message, and their rows and new chunks inserted as
-    each batch is cut: only the reused chunks (which the publish step retargets) are held to
+    messages), in order of their first message, and their rows and new chunks inserted
+    ``WRITE_BATCH`` at a time: only the reused chunks (which the publish step retargets) are held to
     the end, without their texts.
     """
     prev = {
@@ -608,8 +608,11 @@ def _write_chunks(
                     reused.append((old, text_dropped(chunk)))
                 else:
                     new.append(chunk)
-        insert()
+        if len(new) >= WRITE_BATCH or len(rows) >= WRITE_BATCH:
+            insert()
         conv = last + 1
+    if new or rows:
+        insert()
     report.chunks_new = len(fresh)
     report.chunks_reused = len(reused)
     return fresh, reused

@@ -104,9 +104,8 @@ class LinkColumns:
         self.rejected.append(len(rejected))
         if len(rejected) < REJECTED_KEPT:
             rejected = (*rejected, *[(0, 0.0)] * (REJECTED_KEPT - len(rejected)))
-        for msg, p in rejected:
-            self.rejected_id.append(msg)
-            self.rejected_p.append(p)
+        self.rejected_id.extend([msg for msg, _ in rejected])
+        self.rejected_p.extend([p for _, p in rejected])
 
     def runners_up(self, k: int) -> list[tuple[int, float]]:
         """Link ``k``'s rejected options, best first."""
@@ -226,11 +225,8 @@ class StreamTopic:
             self.named[len(self.ids) - 1] = (inf.names, inf.lead)
         self.question.append(inf.question)
         self.length.append(inf.length)
-        for s in inf.stems:
-            x = vocab.get(s)
-            if x is None:
-                x = vocab[s] = len(vocab)
-            self.stem_ids.append(x)
+        setdefault = vocab.setdefault
+        self.stem_ids.extend([setdefault(s, len(vocab)) for s in inf.stems])
         self.stem_off.append(len(self.stem_ids))
 
     def cut_stems(self, keep: np.ndarray, renumber: np.ndarray, vocab: Sequence[str]) -> None:
