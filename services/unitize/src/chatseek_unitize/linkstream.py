@@ -1,13 +1,11 @@
 """Links of a whole chat read as a stream: the learned scorer's links without holding a message.
 
 ``linking.build_links`` takes the chat's messages as a list and keeps each one, with its
-analysis, until the last topic is linked: about 2 KB a message, a gigabyte and more for a big
-group. ``link_chat`` reads the chat twice from a stream instead, in ``chrono_key`` order:
-
-1. the senders of each topic, whose name forms the analysis looks for;
-2. every message, analysed as it comes and kept as a few numbers in the topic's columns
-   (``StreamTopic``): its id, reply target, date, author, who it names, and its stems as
-   numbers into one vocabulary of the chat.
+analysis, until the last topic is linked: about 2 KB a message, gigabytes for a big group.
+``link_chat`` reads the chat once instead, in ``chrono_key`` order, given beforehand the sender
+names of each topic (whose name forms the analysis looks for). Every message is analysed as it
+comes and kept as a few numbers in its topic's columns (``StreamTopic``): its id, reply target,
+date, author, who it names, and its stems as numbers into one vocabulary of the chat.
 
 Then the idf of the chat's stems, the informative ones kept, and each topic scored from its
 columns. The links come back as columns too (``LinkColumns``), in chronological order. They are
@@ -93,14 +91,18 @@ class LinkColumns:
         confidence: float,
         rejected: Sequence[tuple[int, float]] = (),
     ) -> None:
-        """Append one link."""
+        """Append one link.
+
+        Raises:
+            InvalidValue: more rejected options than a build keeps (``REJECTED_KEPT``).
+        """
+        if len(rejected) > REJECTED_KEPT:
+            raise InvalidValue(f"a link keeps at most {REJECTED_KEPT} rejected options.")
         self.msg_id.append(msg_id)
         self.date.append(date)
         self.parent_id.append(NO_ID if parent_id is None else parent_id)
         self.reason.append(_REASON[reason])
         self.confidence.append(confidence)
-        if len(rejected) > REJECTED_KEPT:
-            raise InvalidValue(f"a link keeps at most {REJECTED_KEPT} rejected options.")
         self.rejected.append(len(rejected))
         if len(rejected) < REJECTED_KEPT:
             rejected = (*rejected, *[(0, 0.0)] * (REJECTED_KEPT - len(rejected)))
