@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -221,18 +223,26 @@ def test_an_owner_pool_closing_beside_a_reader_truncates_its_write_ahead_log(
     reader.close()
 
 
-def test_a_checkpoint_a_reader_keeps_busy_says_so_and_loses_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "owner.db"
+@contextlib.contextmanager
+def _filled_pool_with_a_reader(path: Path) -> Iterator[db.ThreadConnections]:
+    """An owner pool of 100 rows while another connection holds a read transaction on it."""
     pool = db.ThreadConnections(path)
     _fill(pool, 100)
     reader = db.connect(path, readonly=True)
     reader.execute("BEGIN")
     reader.execute("SELECT count(*) FROM t").fetchone()
+    try:
+        yield pool
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
 
-    assert db.checkpoint(pool.get(), busy_timeout_ms=0) is False
 
-    reader.execute("COMMIT")
-    reader.close()
+def test_a_checkpoint_a_reader_keeps_busy_says_so_and_loses_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "owner.db"
+    with _filled_pool_with_a_reader(path) as pool:
+        assert db.checkpoint(pool.get(), busy_timeout_ms=0) is False
+
     pool.close()
     again = db.connect(path)
     assert again.execute("SELECT count(*) FROM t").fetchone()[0] == 100
@@ -264,16 +274,11 @@ def test_a_close_that_readers_keep_busy_logs_the_numbers_and_warns(
 ) -> None:
     monkeypatch.setattr(db, "CHECKPOINT_BUSY_TIMEOUT_MS", 0)
     path = tmp_path / "owner.db"
-    pool = db.ThreadConnections(path)
-    _fill(pool, 100)
-    reader = db.connect(path, readonly=True)
-    reader.execute("BEGIN")
-    reader.execute("SELECT count(*) FROM t").fetchone()
-
-    with caplog.at_level(logging.INFO, logger="chatseek_core.db"):
+    with (
+        _filled_pool_with_a_reader(path) as pool,
+        caplog.at_level(logging.INFO, logger="chatseek_core.db"),
+    ):
         pool.close()
-    reader.execute("COMMIT")
-    reader.close()
 
     [info] = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert re.fullmatch(
