@@ -12,6 +12,7 @@ from chatseek_ingest import store as ingest_store
 from chatseek_ingest.model import ExportChat, ExportMedia, ExportMessage
 from chatseek_ingest.schema import MIGRATIONS as INGEST_MIGRATIONS
 from chatseek_ingest.schema import OWNER as INGEST_OWNER
+from chatseek_unitize.model import content_hash
 from chatseek_unitize.schema import MIGRATIONS, OWNER
 from chatseek_unitize.units import apply_ingest_feed
 
@@ -50,6 +51,12 @@ class Stores:
                 source_id=None,
                 is_import=False,
             )
+
+    def channel(self, title: str) -> None:
+        """Create ``CHANNEL`` with ``DISCUSSION`` as its linked discussion group."""
+        self.chat(CHANNEL, kind="channel", title=title)
+        self.chat(DISCUSSION, kind="supergroup", title=f"{title} chat")
+        self.link_discussion(CHANNEL, DISCUSSION)
 
     def link_discussion(self, channel: int, group: int) -> None:
         """Set a channel's discussion group, as a Telegram sync records it."""
@@ -121,6 +128,16 @@ class Stores:
             for e in feed.read_after(self.unitize, after, 1_000_000)
             if e.kind == "unit"
         ]
+
+    def age(self) -> None:
+        """Mark every unit and chat as cut by recipe 0, as an older release left them."""
+        with db.transaction(self.unitize):
+            for unit_id, text in self.unitize.execute("SELECT unit_id, text FROM units").fetchall():
+                self.unitize.execute(
+                    "UPDATE units SET recipe = 0, content_hash = ? WHERE unit_id = ?",
+                    (content_hash(0, text), unit_id),
+                )
+            self.unitize.execute("UPDATE chat_recipes SET recipe = 0")
 
     def feed_head(self) -> int:
         """The unitize feed's newest sequence number."""

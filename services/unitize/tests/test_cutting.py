@@ -291,6 +291,16 @@ def test_cut_chat_cuts_channels_into_posts_with_their_comments() -> None:
     assert [(u.key, u.msg_ids) for u in units] == [("p:100", (100, 5)), ("p:101", (101,))]
 
 
+def test_a_comment_sharing_a_later_posts_id_leaves_that_posts_line_its_own() -> None:
+    # The discussion group numbers its messages apart from the channel: comment 101 on post
+    # 100 is rendered before post 101, and neither may stand in for the other.
+    posts = [msg(100, 0, "post one"), msg(101, 60, "post two")]
+    comments = [msg(101, 1, "a comment", comment_of=(-1001, 100))]
+    first, second = cut_chat(posts, chat_type="channel", comments=comments)
+    assert first.msg_ids == (100, 101) and first.text.endswith("a comment")
+    assert second.msg_ids == (101,) and second.text.endswith("post two")
+
+
 def test_cut_chat_gives_groups_windows_and_threads() -> None:
     msgs = [msg(1, 0), msg(2, 1, reply_to=1), msg(3, 100)]
     units = cut_chat(msgs, chat_type="supergroup")

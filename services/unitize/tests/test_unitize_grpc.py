@@ -18,6 +18,7 @@ from chatseek_core.client import call, decode_error
 from chatseek_core.errors import ChatseekError
 from chatseek_core.wire_json import event_report, to_json
 from chatseek_testing.services import serving, temp_settings
+from chatseek_unitize.schema import MIGRATIONS
 from chatseek_unitize.server import create_server, open_deps
 
 WAIT_S = 60.0
@@ -94,7 +95,7 @@ async def test_the_feed_loop_cuts_units_and_status_reports_them(
 ) -> None:
     stub, stores = unitize
     status = await _status(stub)
-    assert status["schema_version"] == 3
+    assert status["schema_version"] == MIGRATIONS[-1].number
     assert status["units"]["window"] == 2 and status["units"]["thread"] == 1
     assert status["recut_pending"] == 0
 

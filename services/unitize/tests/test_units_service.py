@@ -416,9 +416,7 @@ def test_forum_topics_are_cut_apart_and_a_change_in_one_leaves_the_other(stores:
 
 
 def test_channel_posts_gather_their_discussion_comments(stores: Stores) -> None:
-    stores.chat(CHANNEL, kind="channel", title="News")
-    stores.chat(DISCUSSION, kind="supergroup", title="News chat")
-    stores.link_discussion(CHANNEL, DISCUSSION)
+    stores.channel("News")
     stores.put([msg(10, 0, "post one", chat_id=CHANNEL), msg(11, 60, "post two", chat_id=CHANNEL)])
     stores.put([msg(1, 5, "first comment", chat_id=DISCUSSION, sender=2)])
     stores.comment(DISCUSSION, 1, CHANNEL, 10)
@@ -443,9 +441,7 @@ def test_channel_posts_gather_their_discussion_comments(stores: Stores) -> None:
 
 
 def test_a_comment_re_cuts_its_post_and_no_post_whose_id_it_prefixes(stores: Stores) -> None:
-    stores.chat(CHANNEL, kind="channel", title="News")
-    stores.chat(DISCUSSION, kind="supergroup", title="News chat")
-    stores.link_discussion(CHANNEL, DISCUSSION)
+    stores.channel("News")
     stores.put([msg(1, 0, "post one", chat_id=CHANNEL), msg(10, 60, "post ten", chat_id=CHANNEL)])
     stores.drain()
     ids = _ids(stores, CHANNEL)
@@ -478,13 +474,7 @@ def test_a_recipe_change_recuts_chat_by_chat_keeping_ids(stores: Stores) -> None
     stores.put([msg(1, 0, "hello", chat_id=GROUP + 1)])
     stores.drain()
     ids = _ids(stores)
-    with db.transaction(stores.unitize):
-        for unit_id, text in stores.unitize.execute("SELECT unit_id, text FROM units").fetchall():
-            stores.unitize.execute(
-                "UPDATE units SET recipe = 0, content_hash = ? WHERE unit_id = ?",
-                (content_hash(0, text), unit_id),
-            )
-        stores.unitize.execute("UPDATE chat_recipes SET recipe = 0")
+    stores.age()
     assert set(recut_pending(stores.unitize)) == {(ACCOUNT, GROUP), (ACCOUNT, GROUP + 1)}
     head = stores.feed_head()
     seen: list[tuple[int, int, str]] = []
@@ -522,9 +512,7 @@ def _album(first: int, count: int, minute: int, chat_id: int, group: int) -> lis
 def test_an_albums_posts_are_one_post_unit_with_every_photos_text_and_comments(
     stores: Stores,
 ) -> None:
-    stores.chat(CHANNEL, kind="channel", title="Rentals")
-    stores.chat(DISCUSSION, kind="supergroup", title="Rentals chat")
-    stores.link_discussion(CHANNEL, DISCUSSION)
+    stores.channel("Rentals")
     stores.put([msg(9, 0, "plain post", chat_id=CHANNEL), *_album(10, 3, 1, CHANNEL, 777)])
     for n, text in enumerate(("kitchen with oven", "bedroom view", "bathroom tiles")):
         stores.extracted(CHANNEL, 10 + n, text)
@@ -664,6 +652,20 @@ def test_incremental_threads_with_albums_equal_a_whole_cut(stores: Stores) -> No
     assert any(k.startswith("t:") for k in stores.units())
 
 
+def _stale_then_migrated(stores: Stores, unit_id: int, text: str, *, since: int) -> None:
+    """Give a unit the ``text`` an older cut gave it and run migrations ``since`` on again."""
+    with db.transaction(stores.unitize):
+        stores.unitize.execute(
+            "UPDATE units SET text = ?, content_hash = ? WHERE unit_id = ?",
+            (text, content_hash(RECIPE_VERSION, text), unit_id),
+        )
+        # Migrations run in order from the last one applied: take back ``since`` and later.
+        stores.unitize.execute(
+            "DELETE FROM _migrations WHERE owner = ? AND number >= ?", (OWNER, since)
+        )
+    db.migrate(stores.unitize, OWNER, MIGRATIONS)
+
+
 def test_the_album_migration_recuts_every_chat_rewriting_only_units_that_hold_albums(
     stores: Stores,
 ) -> None:
@@ -671,14 +673,8 @@ def test_the_album_migration_recuts_every_chat_rewriting_only_units_that_hold_al
     stores.put([msg(30, 300, "photos?"), *_reply_album(31, 2, 301, 888, reply_to=30)])
     stores.drain()
     album_thread = int(stores.units()["t:30:0"]["unit_id"])
-    with db.transaction(stores.unitize):
-        # What the thread looked like when albums were not kept together yet.
-        stores.unitize.execute(
-            "UPDATE units SET text = 'cut apart', content_hash = ? WHERE unit_id = ?",
-            (content_hash(RECIPE_VERSION, "cut apart"), album_thread),
-        )
-        stores.unitize.execute("DELETE FROM _migrations WHERE owner = ? AND number = 3", (OWNER,))
-    db.migrate(stores.unitize, OWNER, MIGRATIONS)
+    # What the thread looked like when albums were not kept together yet.
+    _stale_then_migrated(stores, album_thread, "cut apart", since=3)
     assert recut_pending(stores.unitize) == [(ACCOUNT, GROUP)]
     head = stores.feed_head()
 
@@ -686,4 +682,26 @@ def test_the_album_migration_recuts_every_chat_rewriting_only_units_that_hold_al
 
     assert stores.unit_events(head) == [(album_thread, "upsert")]
     assert _hashes(stores) == _expected(stores)
+    assert recut_pending(stores.unitize) == []
+
+
+def test_the_comment_id_migration_recuts_channels_rewriting_only_wrong_post_units(
+    stores: Stores,
+) -> None:
+    stores.channel("News")
+    stores.put([msg(1, 0, "post one", chat_id=CHANNEL), msg(2, 60, "post two", chat_id=CHANNEL)])
+    stores.put([msg(2, 5, "a comment numbered like post two", chat_id=DISCUSSION, sender=2)])
+    stores.comment(DISCUSSION, 2, CHANNEL, 1)
+    stores.drain()
+    _history(stores, 10)
+    post_two = int(stores.units(CHANNEL)["p:2"]["unit_id"])
+    # What the post looked like when the comment's line stood in for it.
+    _stale_then_migrated(stores, post_two, "the comment", since=4)
+    assert recut_pending(stores.unitize) == [(ACCOUNT, CHANNEL)]
+    head = stores.feed_head()
+
+    recut_chats(stores.unitize)
+
+    assert stores.unit_events(head) == [(post_two, "upsert")]
+    assert str(stores.units(CHANNEL)["p:2"]["text"]).endswith("post two")
     assert recut_pending(stores.unitize) == []

@@ -74,18 +74,23 @@ def is_unit_member(m: Msg) -> bool:
 
 
 class _Lines:
-    """Rendered lines by message id, each message rendered at most once per cut and form."""
+    """Rendered lines by message, each message rendered at most once per cut and form.
+
+    A post unit holds messages of two chats (the channel's posts, the discussion group's
+    comments) whose ids overlap, so a comment is told apart by its ``comment_of``.
+    """
 
     __slots__ = ("_cache",)
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[int, bool], str] = {}
+        self._cache: dict[tuple[int, tuple[int, int] | None, bool], str] = {}
 
     def __call__(self, m: Msg, continues_album: bool = False) -> str:
-        line = self._cache.get((m.msg_id, continues_album))
+        key = (m.msg_id, m.comment_of, continues_album)
+        line = self._cache.get(key)
         if line is None:
             line = render_line(m, continues_album=continues_album)
-            self._cache[(m.msg_id, continues_album)] = line
+            self._cache[key] = line
         return line
 
 

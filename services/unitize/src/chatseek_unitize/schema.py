@@ -131,8 +131,19 @@ CREATE INDEX conversation_builds_by_state ON conversation_builds(state, account,
 # written, announced or embedded again, as a new RECIPE_VERSION would make them.
 _M003 = "UPDATE chat_recipes SET recipe = 0;"
 
+# A channel's whole cut rendered a comment in place of the post that shares its id (the two
+# chats number their messages apart). Every channel with post units is marked for one whole
+# re-cut at the same recipe: only the post units that were wrong change.
+_M004 = """
+UPDATE chat_recipes SET recipe = 0 WHERE EXISTS (
+    SELECT 1 FROM units AS u WHERE u.account = chat_recipes.account
+    AND u.chat_id = chat_recipes.chat_id AND u.kind = 'post'
+);
+"""
+
 MIGRATIONS = [
     Migration(1, "initial", _M001),
     Migration(2, "unit and build lookups", _M002),
     Migration(3, "re-cut chats for albums", _M003),
+    Migration(4, "re-cut channels whose comments share post ids", _M004),
 ]
