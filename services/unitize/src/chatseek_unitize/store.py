@@ -32,6 +32,7 @@ __all__ = [
     "thread_units",
     "topic_key",
     "unit_counts",
+    "units_by_ident",
 ]
 
 UNIT_EVENT = "unit"
@@ -178,6 +179,28 @@ def thread_units(
         (_JSON(sorted(set(roots))), account, chat_id),
     )
     return [_stored(r) for r in rows]
+
+
+def units_by_ident(
+    conn: Connection, account: str, chat_id: int, idents: Iterable[tuple[int, str, str]]
+) -> list[StoredUnit]:
+    """The stored units of one chat with any of the identities ``(topic_key, kind, key)``."""
+    keys: dict[tuple[int, str], list[str]] = {}
+    for tkey, kind, key in set(idents):
+        keys.setdefault((tkey, kind), []).append(key)
+    found: list[StoredUnit] = []
+    for (tkey, kind), wanted in sorted(keys.items()):
+        wanted.sort()
+        for start in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[start : start + _IN_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM units WHERE account = ? AND chat_id = ?"
+                f" AND topic_key = ? AND kind = ? AND key IN ({marks})",
+                (account, chat_id, tkey, kind, *chunk),
+            )
+            found.extend(_stored(r) for r in rows)
+    return found
 
 
 def held_units(

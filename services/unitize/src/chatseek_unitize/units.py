@@ -9,7 +9,8 @@ Invariants:
 * A chat seen for the first time is cut whole when ingest holds at most ``WHOLE_CUT_MAX`` of its
   messages; a bigger one is cut as its events arrive, batch by batch, so no batch holds a whole
   chat in memory (incremental cuts equal a whole cut: tests pin it). A chat on an older recipe
-  is cut whole in its own transaction while its old units stay searchable. A deleted message
+  is cut whole in its own transaction while its old units stay searchable (a big one page by
+  page, ``paged``). A deleted message
   also leaves the conversation chunks of the chat's current build (``builds.prune_chunks``).
   Ids, no-op skips and events follow ``store.UnitWriter``.
 """
@@ -38,6 +39,7 @@ from chatseek_unitize.cutting import (
     thread_roots_of,
 )
 from chatseek_unitize.model import RECIPE_VERSION, CutConfig, Msg, Unit, content_hash
+from chatseek_unitize.paged import cut_paged
 from chatseek_unitize.store import (
     StoredUnit,
     UnitWriter,
@@ -66,11 +68,11 @@ log = logging.getLogger(__name__)
 FEED_NAME = "ingest"
 MESSAGE_EVENT = "message"
 DEFAULT_BATCH = 2000
-# The most stored messages a first-seen chat may have to be cut whole in one go (about 220 MiB
-# at the most). A whole cut holds every message and unit of the chat at once (950 MiB for 650k
-# messages); cut as events arrive, a bulk first cut takes about twice the CPU (the open window of
-# each batch is cut again by the next), which is what a chat imported while unitize runs costs
-# anyway.
+# The most stored messages a chat may have to be cut whole in one go (about 220 MiB at the most).
+# A whole cut holds every message and unit of the chat at once (950 MiB for 650k messages). A
+# bigger first-seen chat is cut as its events arrive: a bulk first cut takes about twice the CPU
+# (the open window of each batch is cut again by the next), which is what a chat imported while
+# unitize runs costs anyway. A bigger chat on an older recipe is re-cut page by page (``paged``).
 WHOLE_CUT_MAX = 100_000
 WINDOW_PAGE = 256
 """Messages read per page while re-cutting windows; doubled when a page closes no window."""
@@ -616,7 +618,9 @@ def recut_chat(
 ) -> tuple[int, int]:
     """Re-cut one chat whole in one transaction and record the current recipe.
 
-    A chat ingest no longer has loses its units and its recipe row.
+    A chat of more than ``WHOLE_CUT_MAX`` messages is cut page by page (``paged.cut_paged``)
+    to the same units, without holding it. A chat ingest no longer has loses its units and
+    its recipe row.
 
     Returns:
         ``(units written, units deleted)``.
@@ -629,6 +633,9 @@ def recut_chat(
             conn.execute(
                 "DELETE FROM chat_recipes WHERE account = ? AND chat_id = ?", (account, chat_id)
             )
+        elif loader.stored_count(conn, account, chat_id, WHOLE_CUT_MAX + 1) > WHOLE_CUT_MAX:
+            cut_paged(conn, writer, info, cfg or CutConfig())
+            _set_recipe(conn, account, chat_id, whole=True)
         else:
             _cut_whole(conn, writer, info, cfg or CutConfig())
             _set_recipe(conn, account, chat_id, whole=True)
