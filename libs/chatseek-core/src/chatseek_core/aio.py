@@ -17,6 +17,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from concurrent.futures import Executor
 from typing import ParamSpec, TypeVar, cast
 
+from chatseek_core import memory
+
 __all__ = [
     "drain",
     "in_flight",
@@ -169,10 +171,17 @@ def stream_progress(
 
     ``progress_stream`` over ``to_thread``: yields ``("progress", value)`` for every value
     ``func`` passes to ``on_progress`` (from its thread), then ``("result", return_value)``. An
-    exception raised by ``func`` is re-raised here.
+    exception raised by ``func`` is re-raised here. Such a long operation's freed memory goes
+    back to the OS when it ends (``memory.release``).
     """
 
+    def run(on_progress: Callable[[object], None]) -> R:
+        try:
+            return func(*args, on_progress=on_progress, **kwargs)
+        finally:
+            memory.release()
+
     def work(on_progress: Callable[[object], None]) -> Awaitable[R]:
-        return to_thread(func, *args, on_progress=on_progress, **kwargs)
+        return to_thread(run, on_progress)
 
     return progress_stream(work)

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from chatseek_core import memory
 from chatseek_core.aio import run_in
 from chatseek_core.client import aio_channel
 from chatseek_core.errors import ChatseekError
@@ -88,6 +89,9 @@ class FeedLoop:
                 await asyncio.sleep(ERROR_BACKOFF_S)
                 continue
             self.passes += 1
+            if consumed:
+                # Caught up: what the pass freed goes back to the OS, not kept for the next.
+                await run_in(self._thread, memory.release)
             if consumed and self._after_work is not None:
                 result = self._after_work()
                 if asyncio.iscoroutine(result):

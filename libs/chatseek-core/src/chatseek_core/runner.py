@@ -1,8 +1,9 @@
 """What every ``python -m chatseek_<svc>`` does after reading its settings.
 
-``run`` sets up logging, builds the service through its ``start`` coroutine (which opens and
-migrates the database, loads models, binds the server and returns background jobs), starts the
-server, marks it SERVING only then, and serves until SIGTERM.
+``run`` tunes the C allocator for a long-lived process (``memory``), sets up logging, builds the
+service through its ``start`` coroutine (which opens and migrates the database, loads models,
+binds the server and returns background jobs), starts the server, marks it SERVING only then,
+and serves until SIGTERM.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chatseek_core import memory
 from chatseek_core.errors import ChatseekError
 from chatseek_core.log import setup_logging
 from chatseek_core.server import ServerHandle, serve_forever
@@ -52,6 +54,7 @@ async def _serve(settings: Settings, start: Callable[[Settings], Awaitable[Runni
 
 def run(service: str, start: Callable[[Settings], Awaitable[Running]]) -> None:
     """Configure logging from the environment and serve ``service`` until SIGTERM."""
+    memory.tune()
     settings = load_settings(service)
     log_dir = os.environ.get("CHATSEEK_LOG_DIR")
     setup_logging(

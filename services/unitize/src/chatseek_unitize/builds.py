@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from chatseek_core import db
+from chatseek_core import db, memory
 from chatseek_core.db import Connection
 from chatseek_core.errors import ChatNotFound
 from chatseek_unitize import loader
@@ -695,6 +695,8 @@ def build_chats(
     reports = []
     for done, chat_id in enumerate(targets, start=1):
         reports.append(build_chat(conn, account, chat_id, chosen, on_progress=on_progress))
+        # A small chat's freed pages would otherwise sit under the next, bigger one's.
+        memory.release()
         _progress(on_progress, "chats", done, len(targets))
     return reports
 

@@ -1,0 +1,82 @@
+"""The C allocator of a long-lived service: fewer arenas, big blocks mapped, freed pages given back.
+
+Python hands every block over 512 bytes, and numpy every array, to the C library's ``malloc``.
+glibc's defaults suit short programs, not a service that builds a 650k-message chat once and
+then idles:
+
+* each thread that allocates gets an arena of its own (up to eight per core), and memory one
+  arena freed is not reused by another: the feed thread's free pages sat beside the pages a
+  conversation build allocated on a worker thread;
+* after a big block is freed, the threshold above which blocks are mapped apart rises (up to
+  32 MiB), so later big arrays come from the heap, whose free middle is never given back.
+
+``tune`` (once, at start, before any thread) caps the arenas at two and fixes both thresholds;
+``release`` gives the free pages of every arena back to the OS, after a big piece of work.
+Measured on unitize building every chat of the bench's 1M-message archive after importing it
+(``bench/PROFILES.md``, "The allocator"). Elsewhere than glibc both do nothing; a setting the
+environment already makes (``MALLOC_ARENA_MAX`` and the like) is left to it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from functools import cache
+from typing import Any
+
+__all__ = ["ARENA_MAX", "MMAP_THRESHOLD_BYTES", "TRIM_THRESHOLD_BYTES", "release", "tune"]
+
+log = logging.getLogger(__name__)
+
+ARENA_MAX = 2
+MMAP_THRESHOLD_BYTES = 128 * 1024
+"""glibc's starting value, held: a block this big or bigger is mapped apart and unmapped when
+freed."""
+TRIM_THRESHOLD_BYTES = 1024 * 1024
+"""Free memory at the top of the heap past this is given back at once."""
+
+# mallopt's parameters (malloc.h) and the variable that sets each from the environment.
+_SETTINGS = (
+    (-8, "MALLOC_ARENA_MAX", ARENA_MAX),  # M_ARENA_MAX
+    (-3, "MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD_BYTES),  # M_MMAP_THRESHOLD
+    (-1, "MALLOC_TRIM_THRESHOLD_", TRIM_THRESHOLD_BYTES),  # M_TRIM_THRESHOLD
+)
+
+
+@cache
+def _glibc() -> Any | None:
+    """The process's C library when it is glibc (which has ``mallopt`` and ``malloc_trim``)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 - only glibc has it
+        libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def tune() -> bool:
+    """Apply ``ARENA_MAX`` and the two thresholds, each unless the environment sets it.
+
+    Call once, before the process starts threads. Returns whether the allocator is glibc's.
+    """
+    libc = _glibc()
+    if libc is None:
+        return False
+    for param, env, value in _SETTINGS:
+        if env not in os.environ and not libc.mallopt(param, value):
+            log.warning("the C allocator refused %s=%d", env, value)
+    return True
+
+
+def release() -> None:
+    """Give the free pages of every allocator arena back to the OS (glibc's ``malloc_trim``).
+
+    It costs a walk over the arenas, milliseconds: call it after a big piece of work, not
+    after every request.
+    """
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
