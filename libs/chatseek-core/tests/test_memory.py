@@ -13,8 +13,24 @@ from pathlib import Path
 
 import pytest
 
-from chatseek_core import memory
+from chatseek_core import consumer, memory
 from chatseek_core.consumer import FeedLoop
+
+
+def _child(script: str, *args: str, **env: str) -> str:
+    """The standard output of ``script`` run in a fresh interpreter, the allocator's
+    ``MALLOC_*`` settings of this environment left out and ``env`` added."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env={**environ, **env},
+    )
+    return done.stdout
+
 
 # A child process fragments its heap the way a build does (many mid-sized blocks, a few kept
 # among them), then reports its RSS before and after ``memory.release``.
@@ -36,10 +52,7 @@ print(json.dumps({"glibc": glibc, "kept": len(kept), "before": before, "after": 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="RSS is read from /proc")
 def test_release_gives_a_fragmented_heaps_free_pages_back() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _FRAGMENTED], capture_output=True, text=True, check=True, timeout=60
-    )
-    out = json.loads(done.stdout)
+    out = json.loads(_child(_FRAGMENTED))
     if not out["glibc"]:
         pytest.skip("the C library is not glibc: memory.release does nothing there")
     # About 290 MiB were allocated and all but one block in 64 freed; the kept blocks keep the
@@ -83,16 +96,7 @@ print(arenas)
 
 
 def _arenas(mode: str, **env: str) -> int:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    done = subprocess.run(
-        [sys.executable, "-c", _ARENAS, mode],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-        env={**environ, **env},
-    )
-    return int(done.stdout)
+    return int(_child(_ARENAS, mode, **env))
 
 
 def test_tune_caps_the_arenas_unless_the_environment_sets_them() -> None:
@@ -106,10 +110,16 @@ def test_tune_caps_the_arenas_unless_the_environment_sets_them() -> None:
 async def test_the_feed_loop_releases_memory_after_a_pass_that_did_work(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    released: list[int] = []
+    released: list[tuple[int, bool]] = []
     steps: list[int] = []
-    monkeypatch.setattr(memory, "release", lambda: released.append(threading.get_ident()))
-    work = iter([4, 1, 0])
+
+    def release(*, collect: bool = True) -> None:
+        released.append((threading.get_ident(), collect))
+
+    monkeypatch.setattr(memory, "release", release)
+    monkeypatch.setattr(consumer, "COLLECT_AFTER_EVENTS", 10)
+    # Three passes that do work (5, 6 and 3 events), each ended by a step that finds none.
+    work = iter([4, 1, 0, 6, 0, 3, 0])
 
     def step() -> int:
         steps.append(threading.get_ident())
@@ -118,12 +128,48 @@ async def test_the_feed_loop_releases_memory_after_a_pass_that_did_work(
     loop = FeedLoop("test", step, poll_interval_s=0.01)
     task = asyncio.create_task(loop.run())
     try:
-        while len(steps) < 6:  # the working pass, then idle polls
+        while len(steps) < 10:  # the working passes, then idle polls
             await asyncio.sleep(0.01)
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-    # Once, after the pass that consumed events, on the loop's own thread; idle passes give
-    # nothing back because they freed nothing.
-    assert released == [steps[0]]
+    # Once after each pass that consumed events, on the loop's own thread; idle passes give
+    # nothing back because they freed nothing. The collection runs once 10 events have passed
+    # since the last: 5, then 11 (collected), then 3.
+    thread = steps[0]
+    assert released == [(thread, False), (thread, True), (thread, False)]
+
+
+# A child process fills 48-byte blocks of Python's small-object allocator with a million
+# tuples and frees them all, spread-out ones first: those go onto the interpreter's tuple free
+# list, one in every few hundred, and keep every 1 MiB arena of the million mapped.
+_FREE_LISTS = """
+import json, sys
+from chatseek_core import memory
+def rss_mib():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS")) / 1024
+start = rss_mib()
+held = [(None, k & 127) for k in range(1_000_000)]
+for k in range(0, len(held), 400):
+    held[k] = None
+del held
+before = rss_mib()
+memory.release(collect=sys.argv[1] == "collect")
+print(json.dumps({"start": start, "before": before, "after": rss_mib()}))
+"""
+
+
+def _free_lists(mode: str) -> dict[str, float]:
+    return dict(json.loads(_child(_FREE_LISTS, mode)))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="RSS is read from /proc")
+def test_release_collects_the_free_lists_that_pin_pythons_arenas() -> None:
+    kept = _free_lists("trim")
+    # About 46 MiB of tuples, all freed, but the few on the free list hold their arenas.
+    assert kept["before"] - kept["start"] > 30, kept
+    assert kept["before"] - kept["after"] < 10, kept
+    collected = _free_lists("collect")
+    assert collected["before"] - collected["after"] > 30, collected
