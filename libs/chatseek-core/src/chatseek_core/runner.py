@@ -52,9 +52,17 @@ async def _serve(settings: Settings, start: Callable[[Settings], Awaitable[Runni
         os._exit(0)
 
 
-def run(service: str, start: Callable[[Settings], Awaitable[Running]]) -> None:
-    """Configure logging from the environment and serve ``service`` until SIGTERM."""
-    memory.tune()
+def run(
+    service: str,
+    start: Callable[[Settings], Awaitable[Running]],
+    *,
+    hold_thresholds: bool = True,
+) -> None:
+    """Configure logging from the environment and serve ``service`` until SIGTERM.
+
+    ``hold_thresholds`` is ``memory.tune``'s: False where every request needs big fresh buffers.
+    """
+    memory.tune(hold_thresholds=hold_thresholds)
     settings = load_settings(service)
     log_dir = os.environ.get("CHATSEEK_LOG_DIR")
     setup_logging(
@@ -71,10 +79,15 @@ def run(service: str, start: Callable[[Settings], Awaitable[Running]]) -> None:
         raise SystemExit(1) from None
 
 
-def main_for(service: str, start: Callable[[Settings], Awaitable[Running]]) -> Callable[[], None]:
-    """A ``main()`` for a service's ``__main__`` module."""
+def main_for(
+    service: str,
+    start: Callable[[Settings], Awaitable[Running]],
+    *,
+    hold_thresholds: bool = True,
+) -> Callable[[], None]:
+    """A ``main()`` for a service's ``__main__`` module (``hold_thresholds``: see ``run``)."""
 
     def main() -> None:
-        run(service, start)
+        run(service, start, hold_thresholds=hold_thresholds)
 
     return main

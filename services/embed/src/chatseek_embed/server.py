@@ -11,6 +11,7 @@ leaves the fused order, and ``ListModels``/``Rerank`` say why.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 import grpc
 
@@ -40,13 +41,23 @@ def _resolve(name: str) -> str:
 
 
 def load_models(settings: Settings) -> Deps:
-    """Load the configured backend's embedder and (when configured) reranker.
+    """Load the configured backend's embedder and (when configured) reranker, on the thread
+    that will run every call of theirs (``Deps.inference``); blocks until they are loaded.
 
     A model that cannot load is recorded in ``Deps`` (and logged), never raised.
 
     Raises:
         InvalidArgument: ``CHATSEEK_EMBED_THREADS`` is not a positive integer.
     """
+    inference = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inference")
+    try:
+        return inference.submit(_load_models, settings, inference).result()
+    except BaseException:
+        inference.shutdown(wait=False)
+        raise
+
+
+def _load_models(settings: Settings, inference: Executor) -> Deps:
     kind = settings.embed_backend
     threads = settings.extra.get("CHATSEEK_EMBED_THREADS", "")
     if threads:
@@ -93,6 +104,7 @@ def load_models(settings: Settings) -> Deps:
         embedder=embedder,
         reranker=reranker,
         backend=kind,
+        inference=inference,
         reranker_error=error,
         embedder_error=embedder_error,
     )
