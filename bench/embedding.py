@@ -3,35 +3,41 @@
 The packaged all-MiniLM-L6-v2 (the only real model on the build machine) embeds a sample of
 unit-like texts (several generated messages rendered as unitize renders a window). The direct
 reference is ``SentenceTransformer.encode`` in this process, fp32 and bf16 (with the smallest
-cosine between the two); the service is built in this process by ``chatseek_embed.server`` and
-called over loopback gRPC in batches of 32 (the vector worker's batch), so its overhead is
-serialisation, gRPC and the service's own batching. The service picks its precision itself
-(``auto``); its overhead is taken against direct calls of the same precision on the same
-32-text requests, and split into gRPC (service against its embedder called in-process) and the
-embedder's own batching (that embedder against direct calls). Every variant runs once per round,
-rounds interleave them, and the best round of each is kept, which damps a noisy machine (bf16,
-7× slower than fp32 on this CPU, runs one round).
+cosine between the two); the service runs as a user runs it, ``python -m chatseek_embed`` in a
+process of its own, called over loopback gRPC in batches of 32 (the vector worker's batch), so
+its overhead is serialisation, gRPC and the service's own batching. The service picks its
+precision itself (``auto``); its overhead is taken against direct calls of the same precision on
+the same 32-text requests, and split into gRPC (service against the same embedder built in this
+process) and the embedder's own batching (that embedder against direct calls). In this process
+every model runs on one thread, the in-process embedder's inference thread: torch gives each
+thread that calls it OpenMP workers of its own, and two sets of them on the same cores slow
+each other. Every variant runs once per round, rounds interleave them, and the best round of
+each is kept, which damps a noisy machine (bf16, 7× slower than fp32 on this CPU, runs one
+round).
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.measure import ratio
+from bench.measure import ratio, timed
 
 __all__ = ["TEXTS", "embedding_section"]
 
 TEXTS = 128
 BATCH = 32
 ROUNDS = 3
+SETTLE_S = 0.5
+"""A pause before each process's turn, so the other's OpenMP workers, which spin a while after
+their last task, have gone to sleep."""
 LINES_PER_UNIT = (3, 12)
 START_UNIX = 1_704_067_200
 
@@ -58,81 +64,100 @@ def _keep(best: dict[str, float], name: str, took: float) -> None:
     best[name] = min(best.get(name, took), took)
 
 
-async def _measure(
-    texts: list[str], model_path: str, progress: Callable[[str], None]
-) -> dict[str, Any]:
-    """Rounds of direct fp32, direct bf16 and the service, interleaved; best round of each."""
+def _measure(texts: list[str], model_path: str, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Rounds of direct fp32, direct bf16, the embedder in-process and the service,
+    interleaved; best round of each."""
     import grpc
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from bench.models import EmbedProcess
     from chatseek.embed.v1 import embed_service_pb2 as pb
     from chatseek.embed.v1 import embed_service_pb2_grpc
     from chatseek_embed import server
-    from chatseek_testing.services import serving, temp_settings
+    from chatseek_testing.services import temp_settings
 
-    models: dict[str, Any] = {"fp32": SentenceTransformer(model_path, device="cpu")}
-    errors: dict[str, str] = {}
-    try:
-        models["bf16"] = SentenceTransformer(
-            model_path, device="cpu", model_kwargs={"torch_dtype": torch.bfloat16}
-        )
-    except Exception as exc:  # noqa: BLE001 - bf16 unsupported on this CPU: say so
-        errors["bf16_error"] = str(exc)[:200]
     best: dict[str, float] = {}
     vectors: dict[str, np.ndarray] = {}
+    errors: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        settings = temp_settings(
-            Path(tmp),
-            "embed",
-            {
-                "CHATSEEK_FAKE_MODELS": "0",
-                "CHATSEEK_EMBED_BACKEND": "local",
-                "CHATSEEK_EMBED_MODEL": model_path,
-                "CHATSEEK_RERANK_MODEL": "",
-            },
-        )
-        deps = server.load_models(settings)
-        precision = str(getattr(getattr(deps.embedder, "precision", None), "resolved", "?"))
-        async with serving(server.create_server(settings, deps)) as addr:
-            async with grpc.aio.insecure_channel(addr) as channel:
-                stub = embed_service_pb2_grpc.EmbedServiceStub(channel)
-                await stub.Embed(pb.EmbedRequest(texts=texts[:8], role=pb.ROLE_PASSAGE))
-                for model in models.values():
-                    model.encode(texts[:8])
-                chunks = [texts[i : i + BATCH] for i in range(0, len(texts), BATCH)]
-                same = models.get(precision, models["fp32"])
-                local = deps.embedder
-                if local is None:
-                    raise RuntimeError(f"the embedder did not load: {deps.embedder_error}")
-                for round_no in range(ROUNDS):
-                    for name, model in models.items():
-                        if name == "bf16" and round_no:
-                            continue  # a reference at 7x fp32's cost here: one round of it
-                        started = time.perf_counter()
-                        vectors[name] = np.asarray(
-                            model.encode(texts, batch_size=BATCH, normalize_embeddings=True),
-                            dtype=np.float32,
-                        )
-                        _keep(best, name, time.perf_counter() - started)
-                    started = time.perf_counter()
-                    for chunk in chunks:
-                        same.encode(chunk, batch_size=BATCH, normalize_embeddings=True)
-                    _keep(best, "direct_chunks", time.perf_counter() - started)
-                    started = time.perf_counter()
-                    for chunk in chunks:
-                        local.embed(chunk, role="passage")
-                    _keep(best, "embedder_in_process", time.perf_counter() - started)
-                    started = time.perf_counter()
-                    for chunk in chunks:
-                        await stub.Embed(
-                            pb.EmbedRequest(texts=chunk, role=pb.ROLE_PASSAGE), timeout=600
-                        )
-                    _keep(best, "service", time.perf_counter() - started)
-                    progress(
-                        f"embed: round {round_no + 1}/{ROUNDS} best so far "
-                        + ", ".join(f"{k} {v:.2f}s" for k, v in best.items())
+        service = EmbedProcess(Path(tmp) / "service", model=model_path)
+        try:
+            service.wait_serving()
+            settings = temp_settings(
+                Path(tmp) / "local",
+                "embed",
+                {
+                    "CHATSEEK_FAKE_MODELS": "0",
+                    "CHATSEEK_EMBED_BACKEND": "local",
+                    "CHATSEEK_EMBED_MODEL": model_path,
+                    "CHATSEEK_RERANK_MODEL": "",
+                },
+            )
+            deps = server.load_models(settings)
+            local = deps.embedder
+            if local is None:
+                raise RuntimeError(f"the embedder did not load: {deps.embedder_error}")
+
+            def on_inference_thread(call: Callable[[], Any]) -> Any:
+                return deps.inference.submit(call).result()
+
+            def load(**kwargs: Any) -> Any:
+                return on_inference_thread(
+                    lambda: SentenceTransformer(model_path, device="cpu", **kwargs)
+                )
+
+            models: dict[str, Any] = {"fp32": load()}
+            try:
+                models["bf16"] = load(model_kwargs={"torch_dtype": torch.bfloat16})
+            except Exception as exc:  # noqa: BLE001 - bf16 unsupported on this CPU: say so
+                errors["bf16_error"] = str(exc)[:200]
+            precision = str(getattr(getattr(local, "precision", None), "resolved", "?"))
+            channel = grpc.insecure_channel(service.addr)
+            stub = embed_service_pb2_grpc.EmbedServiceStub(channel)
+            stub.Embed(pb.EmbedRequest(texts=texts[:8], role=pb.ROLE_PASSAGE), timeout=600)
+            for model in models.values():
+                on_inference_thread(partial(model.encode, texts[:8]))
+            chunks = [texts[i : i + BATCH] for i in range(0, len(texts), BATCH)]
+            same = models.get(precision, models["fp32"])
+            for round_no in range(ROUNDS):
+                time.sleep(SETTLE_S)
+                for name, model in models.items():
+                    if name == "bf16" and round_no:
+                        continue  # a reference at 7x fp32's cost here: one round of it
+                    whole = partial(
+                        model.encode, texts, batch_size=BATCH, normalize_embeddings=True
                     )
+                    took, encoded = on_inference_thread(partial(timed, whole))
+                    vectors[name] = np.asarray(encoded, dtype=np.float32)
+                    _keep(best, name, took)
+                took, _ = on_inference_thread(
+                    partial(
+                        timed,
+                        lambda: [
+                            same.encode(c, batch_size=BATCH, normalize_embeddings=True)
+                            for c in chunks
+                        ],
+                    )
+                )
+                _keep(best, "direct_chunks", took)
+                took, _ = on_inference_thread(
+                    partial(timed, lambda: [local.embed(c, role="passage") for c in chunks])
+                )
+                _keep(best, "embedder_in_process", took)
+                time.sleep(SETTLE_S)
+                started = time.perf_counter()
+                for chunk in chunks:
+                    stub.Embed(pb.EmbedRequest(texts=chunk, role=pb.ROLE_PASSAGE), timeout=600)
+                _keep(best, "service", time.perf_counter() - started)
+                progress(
+                    f"embed: round {round_no + 1}/{ROUNDS} best so far "
+                    + ", ".join(f"{k} {v:.2f}s" for k, v in best.items())
+                )
+            channel.close()
+            deps.inference.shutdown()
+        finally:
+            service.stop()
     return {"best": best, "vectors": vectors, "precision": precision, **errors}
 
 
@@ -150,7 +175,7 @@ def embedding_section(progress: Callable[[str], None]) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "rounds": ROUNDS,
     }
-    measured = asyncio.run(_measure(texts, str(packaged_minilm_path()), progress))
+    measured = _measure(texts, str(packaged_minilm_path()), progress)
     best, vectors, precision = measured["best"], measured["vectors"], measured["precision"]
     if "bf16_error" in measured:
         out["bf16_error"] = measured["bf16_error"]

@@ -36,7 +36,7 @@ import numpy as np
 from bench.embedding import unit_texts
 from bench.measure import latency, peak_rss_mib, ratio
 
-__all__ = ["models_section", "russian_unit_texts"]
+__all__ = ["EmbedProcess", "models_section", "russian_unit_texts"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_EXPORT = ROOT / "demo" / "export" / "result.json"
@@ -82,12 +82,13 @@ def _keep(best: dict[str, float], name: str, took: float) -> None:
     best[name] = min(best.get(name, took), took)
 
 
-class _EmbedProcess:
-    """``python -m chatseek_embed`` on a free port with the default model."""
+class EmbedProcess:
+    """``python -m chatseek_embed`` on a free port with ``model`` (None: the default one)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, model: str | None = None) -> None:
         from eval.run import _free_ports  # noqa: PLC2701 - one helper, not worth a module
 
+        home.mkdir(parents=True, exist_ok=True)
         self.addr = f"127.0.0.1:{_free_ports(1)[0]}"
         env = dict(os.environ)
         env.update(
@@ -101,6 +102,8 @@ class _EmbedProcess:
             }
         )
         env.pop("CHATSEEK_EMBED_MODEL", None)
+        if model is not None:
+            env["CHATSEEK_EMBED_MODEL"] = model
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "chatseek_embed"],
             env=env,
@@ -149,7 +152,7 @@ def _throughput(progress: Callable[[str], None], home: Path) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "rounds": ROUNDS,
     }
-    service = _EmbedProcess(home)
+    service = EmbedProcess(home)
     try:
         out["service_start_s"] = round(service.wait_serving(), 1)
         minilm = SentenceTransformer(str(packaged_minilm_path()), device="cpu")
