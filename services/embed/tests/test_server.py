@@ -4,7 +4,9 @@ model or without one."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -101,3 +103,39 @@ async def test_the_service_gives_memory_back_once_inference_has_idled(
             await stub.Embed(request, timeout=10)
             await asyncio.sleep(1.6)
             assert released == [False, False]
+
+
+async def test_the_model_loads_and_runs_on_one_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch gives every thread that calls it OpenMP workers of its own, and two sets of them
+    slow each other: loading, embedding and reranking all happen on ``Deps.inference``."""
+    from chatseek_embed import server
+
+    threads: list[tuple[str, int]] = []
+    load = server.make_embedder
+
+    def recording_load(*args: Any, **kwargs: Any) -> Any:
+        threads.append(("load", threading.get_ident()))
+        embedder = load(*args, **kwargs)
+        embed = embedder.embed
+
+        def recording_embed(*a: Any, **k: Any) -> Any:
+            threads.append(("embed", threading.get_ident()))
+            return embed(*a, **k)
+
+        monkeypatch.setattr(embedder, "embed", recording_embed)
+        return embedder
+
+    monkeypatch.setattr(server, "make_embedder", recording_load)
+    settings = temp_settings(tmp_path, "embed")
+    deps = await asyncio.to_thread(server.load_models, settings)  # as start() calls it
+    inference = deps.inference.submit(threading.get_ident).result()
+    async with serving(create_server(settings, deps)) as addr:
+        async with grpc.aio.insecure_channel(addr) as channel:
+            stub = embed_service_pb2_grpc.EmbedServiceStub(channel)
+            request = pb.EmbedRequest(texts=["rent a flat"], role=pb.ROLE_QUERY)
+            await asyncio.gather(*(stub.Embed(request, timeout=10) for _ in range(6)))
+    assert [kind for kind, _ in threads] == ["load"] + ["embed"] * 6
+    assert {ident for _, ident in threads} == {inference}
+    assert inference != threading.get_ident()
