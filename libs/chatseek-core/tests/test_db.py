@@ -76,6 +76,23 @@ def test_none_binds_as_null_through_the_registered_adapter(tmp_path: Path) -> No
         conn.execute("INSERT INTO t (a, c) VALUES (?, ?)", (1, None))
 
 
+def test_bytes_bind_as_blobs_through_the_registered_adapter(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path / "a.db")
+    assert (bytes, sqlean.PrepareProtocol) in sqlean.adapters
+    conn.execute("CREATE TABLE t (a BLOB, b)")
+    blobs = [b"", b"\x00\xff", bytes(range(256)) * 8]
+    conn.executemany("INSERT INTO t (a, b) VALUES (?, ?)", [(v, bytearray(v)) for v in blobs])
+    rows = conn.execute("SELECT a, typeof(a), b, typeof(b) FROM t ORDER BY rowid").fetchall()
+    assert [tuple(r) for r in rows] == [(v, "blob", v, "blob") for v in blobs]
+    assert conn.execute("SELECT COUNT(*) FROM t WHERE a = ?", (b"\x00\xff",)).fetchone()[0] == 1
+    # Registering bytes must not turn adaptation on for the types the driver binds directly.
+    assert conn.execute("SELECT typeof(?), typeof(?), typeof(?)", (1, 1.5, "x")).fetchone()[:] == (
+        "integer",
+        "real",
+        "text",
+    )
+
+
 def test_sqlite_vec_loads_and_extension_loading_is_switched_off_again(tmp_path: Path) -> None:
     conn = db.connect(tmp_path / "v.db", vec=True)
     assert conn.execute("SELECT vec_version()").fetchone()[0].startswith("v")

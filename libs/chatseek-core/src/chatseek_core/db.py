@@ -82,14 +82,18 @@ else:
     Connection = sqlean.Connection
 
 
-def _null(value: None) -> None:
-    return None
+def _same(value: bytes | None) -> bytes | None:
+    return value
 
 
 # Binding None costs the driver a failed adapter lookup: two attribute probes that raise and
 # format an AttributeError, about 2.7 µs a value (0.2 µs for an int), and a message row binds
 # about ten. An adapter registered for None answers the lookup at once and binds NULL the same.
-sqlean.register_adapter(type(None), _null)
+# bytes take the same lookup (only int, float, str and bytearray skip it): 1.0 against 0.25 µs
+# a value with the adapter, for every vector blob the vector service writes. Neither type is
+# one whose registration turns adaptation on for int, float or str.
+sqlean.register_adapter(type(None), _same)
+sqlean.register_adapter(bytes, _same)
 
 
 def connect(
