@@ -7,7 +7,9 @@ the ``chatseek search`` process (wall time, start-up included), and ``chatseek_f
 is what the RPC hops cost. Strict search (two-word AND, phrase, field-filtered date range,
 prefix wildcard): ``chatseek_lexical.query.search`` in-process on the same lexical.db (inside
 the service), the lexical service's RPC, the gateway's RPC and ``chatseek messages search``.
-The CLI's floor is ``chatseek --help`` (interpreter and imports, no RPC). Each RPC and its
+SQLite's floor for a relevance page is FTS5's own ``bm25`` over every match of the compiled word
+query, the best 21 kept, nothing joined; a query's cost grows with its matches, which the report
+gives. The CLI's floor is ``chatseek --help`` (interpreter and imports, no RPC). Each RPC and its
 in-process reference are timed in alternation, so a noisy spell hits both.
 
 Before the first query every database file is read through once. The latencies are those of a
@@ -19,6 +21,7 @@ then read its word index from disk for longer than fusion's 10 s list deadline.
 from __future__ import annotations
 
 import asyncio
+import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -278,6 +281,8 @@ def _strict(
     from chatseek_core.client import sync_channel
     from chatseek_lexical import readiness
     from chatseek_lexical.query import SearchRequest, search
+    from chatseek_lexical.query.execute import prepare
+    from chatseek_lexical.query.limits import Deadline
 
     conn = db.connect(settings.db_path("lexical"), readonly=True)
     db.attach_readonly(conn, settings.db_path("ingest"), "ingest")
@@ -291,18 +296,25 @@ def _strict(
     try:
         for kind, queries in STRICT.items():
 
-            def in_service(i: int, queries: tuple[str, ...] = queries) -> Any:
-                return search(
-                    conn,
-                    SearchRequest(
-                        query=queries[i % len(queries)],
-                        account=settings.account,
-                        source="active",
-                        timezone=TIMEZONE,
-                        limit=LIMIT,
-                        words_ready=readiness.message_lag(conn).caught_up,
-                    ),
+            def request(i: int, queries: tuple[str, ...] = queries) -> Any:
+                return SearchRequest(
+                    query=queries[i % len(queries)],
+                    account=settings.account,
+                    source="active",
+                    timezone=TIMEZONE,
+                    limit=LIMIT,
+                    words_ready=readiness.message_lag(conn).caught_up,
                 )
+
+            def in_service(i: int) -> Any:
+                return search(conn, request(i))
+
+            # SQLite's own floor for a relevance page: FTS5's bm25 over every match of the
+            # compiled word query, best LIMIT + 1 kept, nothing joined (None: ordered by date).
+            ranks = []
+            for i in range(len(queries)):
+                prepared = prepare(conn, request(i), Deadline(request(i).budgets.time_ms))
+                ranks.append(prepared.compiler.rank_query(prepared.tree.root))
 
             def via_lexical(i: int, queries: tuple[str, ...] = queries) -> None:
                 lexical.SearchMessages(
@@ -326,10 +338,28 @@ def _strict(
                     timeout=60,
                 )
 
+            def fts5_bm25(i: int, ranks: list[str | None] = ranks) -> None:
+                conn.execute(
+                    "SELECT rowid, bm25(msg_fts, 1.0, 0.0) AS score FROM msg_fts"
+                    " WHERE msg_fts MATCH ? ORDER BY score LIMIT ?",
+                    (ranks[i % len(ranks)], LIMIT + 1),
+                ).fetchall()
+
             variants = {"in_service": in_service, "lexical_grpc": via_lexical, "grpc": via_gateway}
+            if all(ranks):
+                variants["fts5_bm25"] = fts5_bm25
             interleaved(variants, WARM)
             took = interleaved(variants, runs)
             entry: dict[str, Any] = {"queries": list(queries)}
+            if all(ranks):
+                entry["word_matches_mean"] = round(
+                    statistics.mean(
+                        conn.execute(
+                            "SELECT count(*) FROM msg_fts WHERE msg_fts MATCH ?", (r,)
+                        ).fetchone()[0]
+                        for r in ranks
+                    )
+                )
             entry.update({name: latency(values) for name, values in took.items()})
             argv = [sys.executable, "-m", "chatseek_gateway.cli", "messages", "search"]
             argv += ["--timezone", TIMEZONE, "--limit", str(LIMIT), "--json", "--"]
@@ -343,6 +373,10 @@ def _strict(
                 entry["grpc"]["p50_ms"], entry["in_service"]["p50_ms"]
             )
             entry["cli_over_grpc"] = ratio(entry["cli_wall"]["p50_ms"], entry["grpc"]["p50_ms"], 2)
+            if "fts5_bm25" in entry:
+                entry["in_service_over_fts5"] = ratio(
+                    entry["in_service"]["p50_ms"], entry["fts5_bm25"]["p50_ms"], 2
+                )
             out[kind] = entry
             progress(
                 f"queries strict {kind}: in-service p50 {entry['in_service']['p50_ms']} ms,"

@@ -41,3 +41,24 @@ def test_one_scale_draws_no_growth_chart(tmp_path: Path) -> None:
 
     assert "peak RSS per service against archive size" not in images
     assert not (tmp_path / "run-memory.png").exists()
+
+
+def test_a_strict_target_stands_beside_sqlites_own_bm25_floor() -> None:
+    pipe = _scale(1_000_000, 300.0)
+    pipe["queries"]["strict"]["phrase"] = {  # type: ignore[index]
+        "in_service": {"p50_ms": 84.0},
+        "fts5_bm25": {"p50_ms": 80.0},
+        "word_matches_mean": 27_311,
+    }
+
+    targets = {t.name: t for t in report._pipeline_targets(pipe, "1m archive", True)}
+
+    phrase = targets["strict phrase p50 inside the service (ms)"]
+    assert (phrase.value, phrase.met) == (84.0, False)
+    assert phrase.note == (
+        "FTS5's own bm25 top-21 on the same index 80.0 ms (27,311 matches a query)"
+    )
+    # A kind the run did not time says so rather than standing beside a floor.
+    assert targets["strict and_two_words p50 inside the service (ms)"].note == (
+        "not measured in this run"
+    )
