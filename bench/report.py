@@ -817,6 +817,13 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
                     embed.get("service_over_direct_whole_list"),
                 ],
                 [
+                    f"embed service, first pass after {embed.get('idle_release_s', '?')} s idle",
+                    embed.get("service_after_idle_per_s"),
+                    "the pass straight after it (the heap kept)",
+                    embed.get("service_per_s"),
+                    embed.get("service_after_idle_over_service"),
+                ],
+                [
                     "direct bf16",
                     embed.get("direct_bf16_per_s"),
                     "direct fp32",
