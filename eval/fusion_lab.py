@@ -413,7 +413,7 @@ def conversation_hits(ranked: list[int], units: dict[int, dict[str, Any]]) -> li
         key = (unit["chat_id"], where) if where is not None else None
         walk.append((u, key, [(unit["chat_id"], i) for i in sorted(unit["ids"])]))
     hits = []
-    for _, passages in group_passages(walk, K):
+    for _, passages in group_passages(walk, K, position=lambda m: m[1]):
         ids: list[int] = []
         lines: list[str] = []
         for u, fresh in passages:

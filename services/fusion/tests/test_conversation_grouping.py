@@ -3,7 +3,11 @@ to and how ranked units become results with passages."""
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from chatseek_fusion.conversations import group_passages, main_conversation
+
+AT = itemgetter(1)  # (chat, message id): a message's place in its chat
 
 
 def test_a_unit_belongs_to_the_conversation_holding_most_of_its_messages() -> None:
@@ -28,7 +32,7 @@ def test_units_ranked_together_share_a_result_and_order_is_kept() -> None:
         (3, "B", [(0, 9)]),
         (4, "A", [(0, 5)]),
     ]
-    assert group_passages(ranked, k=10) == [
+    assert group_passages(ranked, k=10, position=AT) == [
         ("A", [(1, [(0, 1), (0, 2)]), (2, [(0, 3)])]),
         ("B", [(3, [(0, 9)])]),
         # A better passage of B separates this one from A's first result: the text a reader
@@ -39,7 +43,7 @@ def test_units_ranked_together_share_a_result_and_order_is_kept() -> None:
 
 def test_a_result_holds_at_most_max_evidence_passages() -> None:
     ranked = [(n, "A", [(0, n)]) for n in range(1, 6)]
-    groups = group_passages(ranked, k=10, max_evidence=2)
+    groups = group_passages(ranked, k=10, max_evidence=2, position=AT)
     assert [[unit for unit, _ in passages] for _, passages in groups] == [[1, 2], [3, 4], [5]]
 
 
@@ -50,7 +54,7 @@ def test_a_passage_leaves_out_messages_shown_before_and_a_repeat_is_skipped() ->
         (3, "B", [(0, 3), (0, 4)]),  # holds nothing new
         (4, "C", [(7, 3)]),  # the same message id in another chat is another message
     ]
-    assert group_passages(ranked, k=10) == [
+    assert group_passages(ranked, k=10, position=AT) == [
         ("A", [(1, [(0, 1), (0, 2), (0, 3)])]),
         ("B", [(2, [(0, 4)])]),
         ("C", [(4, [(7, 3)])]),
@@ -65,5 +69,19 @@ def test_units_of_no_conversation_are_skipped_and_k_bounds_the_results() -> None
         (4, "B", [(0, 4)]),  # joins the last result even at k
         (5, "C", [(0, 5)]),
     ]
-    groups = group_passages(ranked, k=2)
+    groups = group_passages(ranked, k=2, position=AT)
     assert [(c, [u for u, _ in p]) for c, p in groups] == [("A", [2]), ("B", [3, 4])]
+
+
+def test_a_passage_apart_from_what_its_result_covers_opens_a_result_of_its_own() -> None:
+    ranked = [
+        (1, "A", [(0, 10), (0, 11), (0, 12)]),
+        (2, "A", [(0, 20), (0, 21)]),  # the same conversation further on: another excerpt
+        (3, "A", [(0, 22), (0, 23)]),  # adjoins unit 2's stretch (20..21)
+        (4, "A", [(0, 12), (0, 13)]),  # overlaps unit 1's, but the last result is 20..23
+        (5, "A", [(0, 14)]),  # adjoins unit 4's stretch (12..13)
+    ]
+    groups = group_passages(ranked, k=10, position=AT)
+    assert [[unit for unit, _ in passages] for _, passages in groups] == [[1], [2, 3], [4, 5]]
+    # A passage is the messages nothing showed before; the stretch is the whole unit's.
+    assert groups[2] == ("A", [(4, [(0, 13)]), (5, [(0, 14)])])

@@ -3,12 +3,14 @@
 It ranks what hybrid search ranks: the units (windows, reply threads, posts) by words, by
 meaning and by the conversation each sits in (``hybrid.rank``). Each unit belongs to the
 conversation of its chat's *current* build that holds most of its messages. Walking the ranked
-units best first, a unit joins the result before it when that result is its own conversation's
-and holds fewer than ``MAX_EVIDENCE`` passages; otherwise it opens a result (up to ``k``). So
-the text a reader gets follows the ranking passage by passage, and a conversation two of whose
-passages a better passage of another conversation separates appears twice, each time with its
-own evidence. ``eval/FUSION.md`` compares this with grouping every passage of a conversation
-under its best one (better MRR, worse recall within a token budget).
+units best first, a unit joins the result before it when that result is its own conversation's,
+holds fewer than ``MAX_EVIDENCE`` passages, and covers a stretch of the chat the unit overlaps
+or adjoins; otherwise it opens a result (up to ``k``). So the text a reader gets follows the
+ranking passage by passage, a result reads as one continuous excerpt, and a conversation whose
+passages lie apart or are separated by a better passage of another conversation appears more
+than once, each time with its own evidence. ``eval/FUSION.md`` compares this with grouping every
+passage of a conversation under its best one (better MRR, worse recall within a token budget)
+and with joining a run of one conversation's passages wherever they lie.
 
 Invariants:
 * A result names its conversation (id, size, dates, participants), never its whole text: read
@@ -79,7 +81,11 @@ def main_conversation(msg_ids: Sequence[int], conversation_of: Mapping[int, K]) 
 
 
 def group_passages(
-    ranked: Sequence[tuple[int, K | None, Sequence[M]]], k: int, max_evidence: int = MAX_EVIDENCE
+    ranked: Sequence[tuple[int, K | None, Sequence[M]]],
+    k: int,
+    max_evidence: int = MAX_EVIDENCE,
+    *,
+    position: Callable[[M], int],
 ) -> list[tuple[K, list[tuple[int, list[M]]]]]:
     """Results from ranked units: ``[(conversation, [(unit id, its new messages)])]``, at most
     ``k``.
@@ -89,27 +95,44 @@ def group_passages(
             are shown; a unit of no conversation is skipped.
         k: the most results.
         max_evidence: the most passages one result holds.
+        position: a message's place in its chat (its message id).
 
     A unit's passage is its messages no earlier passage holds; a unit with none is skipped. A
-    passage joins the result before it when that result is its conversation's and has room;
-    otherwise it opens a new result.
+    passage joins the result before it when that result is its conversation's, has room, and
+    the unit overlaps or adjoins the stretch of the chat the result's units cover (one
+    continuous excerpt); otherwise it opens a new result.
     """
     out: list[tuple[K, list[tuple[int, list[M]]]]] = []
     shown: set[M] = set()
+    lo = hi = 0  # the stretch the last result's units cover
     for unit_id, conversation, messages in ranked:
         if conversation is None:
             continue
         fresh = [m for m in messages if m not in shown]
         if not fresh:
             continue
-        if out and out[-1][0] == conversation and len(out[-1][1]) < max_evidence:
+        at = [position(m) for m in messages]
+        first, last = min(at), max(at)
+        if (
+            out
+            and out[-1][0] == conversation
+            and len(out[-1][1]) < max_evidence
+            and first <= hi + 1
+            and last >= lo - 1
+        ):
             out[-1][1].append((unit_id, fresh))
+            lo, hi = min(lo, first), max(hi, last)
         elif len(out) < k:
             out.append((conversation, [(unit_id, fresh)]))
+            lo, hi = first, last
         else:
             break
         shown.update(fresh)
     return out
+
+
+def _msg_id(message: tuple[str, int, int]) -> int:
+    return message[2]
 
 
 def _results(conn: Connection, got: Ranking, k: int, since: int) -> list[dict[str, Any]]:
@@ -135,7 +158,7 @@ def _results(conn: Connection, got: Ranking, k: int, since: int) -> list[dict[st
         else:
             walk.append((unit.unit_id, key, [(key[0], key[1], i) for i in sorted(unit.msg_ids)]))
     by_id = {unit.unit_id: (unit, f) for unit, f in ranked}
-    groups = group_passages(walk, k)
+    groups = group_passages(walk, k, position=_msg_id)
     chats = load_chats(conn, {(key[0], key[1]) for key, _ in groups})
     need: dict[tuple[str, int], set[int]] = {}
     for key, passages in groups:

@@ -88,9 +88,10 @@ class ConversationTools:
 
         Results follow hybrid search's ranking: each names its conversation (chat,
         conversation_id, first/last message, dates, size, participants), its evidence (up to
-        three best-matching passages, each a unit's messages with their ids, none repeated),
-        a link and `by`; a conversation whose passages a better one of another conversation
-        separates is listed again. Read a whole conversation with conversations_show.
+        three best-matching passages of one continuous stretch, each a unit's messages with
+        their ids, none repeated), a link and `by`; a conversation whose passages lie apart or
+        are separated by a better one of another conversation is listed again. Read a whole
+        conversation with conversations_show.
         Conversation ids change when a chat is rebuilt: re-list rather than keep them.
         """
         from chatseek.gateway.v1 import gateway_service_pb2 as pb
