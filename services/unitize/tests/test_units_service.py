@@ -415,6 +415,36 @@ def test_forum_topics_are_cut_apart_and_a_change_in_one_leaves_the_other(stores:
     assert stores.unit_events(head) == [(ids["w:2"], "upsert")]
 
 
+def test_a_forum_topics_opening_message_does_not_load_the_topic_for_threads(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chatseek_unitize import units
+
+    monkeypatch.setattr(units, "WHOLE_CUT_MAX", 10)  # cut batch by batch, as a big forum is
+    asked: list[int] = []
+    children_of = loader.children_of
+
+    def spy(conn: Any, account: str, chat_id: int, parent_ids: Any) -> Any:
+        asked.extend(parent_ids)
+        return children_of(conn, account, chat_id, parent_ids)
+
+    monkeypatch.setattr(loader, "children_of", spy)
+    stores.chat(GROUP, kind="forum")
+    # Each topic opens with a service message, and every message in it replies to that one, as
+    # Telegram's forums do; 4 answers 3 in topic 1, which is a thread.
+    opening = [msg(1, 0, topic=1, service=True), msg(2, 0, topic=2, service=True)]
+    talk = [
+        msg(i, i, topic=1 if i % 2 else 2, reply_to=3 if i == 5 else 1 if i % 2 else 2)
+        for i in range(3, 41)
+    ]
+    stores.put(opening + talk)
+    stores.drain(batch=8)
+
+    assert 1 not in asked and 2 not in asked
+    assert _hashes(stores) == _expected(stores, kind="forum")
+    assert stores.units()["t:3:0"]["msg_ids"] == "[3, 5]"
+
+
 def test_channel_posts_gather_their_discussion_comments(stores: Stores) -> None:
     stores.channel("News")
     stores.put([msg(10, 0, "post one", chat_id=CHANNEL), msg(11, 60, "post two", chat_id=CHANNEL)])

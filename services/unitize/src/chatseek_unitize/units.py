@@ -33,6 +33,7 @@ from chatseek_unitize.cutting import (
     cut_chat,
     cut_posts,
     cut_threads,
+    is_unit_member,
     recut_anchor,
     recut_from,
     thread_graph,
@@ -485,21 +486,29 @@ def _recut_threads(
     them; every thread any candidate is in is cut again from its root.
     """
     pool: dict[int, Msg] = dict(present)
-    candidates = set(present)
+    held_roots: set[int] = set()
     held_ids: set[int] = set()
+    threaded: set[int] = set()  # every message a stored thread unit holds
     for unit in held:
         if unit.kind == "thread":
             root = int(unit.key.split(":")[1])
-            candidates.add(root)
+            held_roots.add(root)
             held_ids.add(root)
             held_ids.update(i for i in unit.msg_ids[1:] if root < i <= root + ALBUM_MAX)
+            threaded.update(unit.msg_ids)
+    # A message that is no unit member (a forum topic's opening service message, which every
+    # message of the topic replies to) and was in no thread is in no thread, before the change
+    # or after, and nobody's parent in one: neither it nor its replies are walked, or a
+    # forum's first batch would load every topic whole.
+    inert = {i for i, m in present.items() if not is_unit_member(m)} - threaded
+    candidates = (set(present) - inert) | held_roots
     pool.update(loader.load_ids(conn, account, chat_id, held_ids - set(pool)))
     candidates |= held_ids & set(pool)
     groups = {m.grouped_id for m in present.values() if m.grouped_id is not None}
     photos = loader.album_members(conn, account, chat_id, groups) if groups else {}
     for msg_id, photo in photos.items():
         pool.setdefault(msg_id, photo)
-    for child in loader.children_of(conn, account, chat_id, changed | set(photos)):
+    for child in loader.children_of(conn, account, chat_id, (changed - inert) | set(photos)):
         pool.setdefault(child.msg_id, child)
         candidates.add(child.msg_id)
     roots = _thread_roots(conn, account, chat_id, {c for c in candidates if c in pool}, pool)
