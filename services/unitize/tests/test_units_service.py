@@ -12,9 +12,11 @@ import pytest
 import sqlean
 from helpers_unitize import (
     ACCOUNT,
+    BASE,
     CHANNEL,
     DISCUSSION,
     GROUP,
+    MINUTE,
     Stores,
     make_stores,
     msg,
@@ -207,6 +209,68 @@ def test_a_reply_to_an_old_message_creates_its_thread_and_rewrites_its_window(
     assert _hashes(stores) == _expected(stores)
     touched = {unit_id for unit_id, _ in stores.unit_events(head)}
     assert touched == {int(units["t:13:0"]["unit_id"]), int(units["w:70"]["unit_id"])}
+
+
+def test_reads_through_a_pool_equal_full_reads_and_take_the_pooled_messages(
+    stores: Stores,
+) -> None:
+    # Two topics, replies within and across them, a photo with its caption and a reply to a
+    # message that is in no page asked for.
+    stores.put(
+        msg(
+            i,
+            i,
+            f"text {i}",
+            topic=1 if i % 3 else 2,
+            reply_to=i - 2 if i % 4 == 0 else None,
+            media="photo" if i == 7 else None,
+        )
+        for i in range(1, 41)
+    )
+    conn = stores.unitize
+    pool = loader.load_ids(conn, ACCOUNT, GROUP, range(5, 30, 2))
+    returned: set[int] = set()
+    for topic in (1, 2, None):
+        for start in (None, (BASE + 6 * MINUTE, 6), (BASE + 6 * MINUTE, 7)):
+            for limit in (1, 5, 100):
+                plain = loader.load_topic_page(conn, ACCOUNT, GROUP, topic, start, limit)
+                pooled = loader.load_topic_page(conn, ACCOUNT, GROUP, topic, start, limit, pool)
+                assert pooled == plain
+                assert all(m is pool[m.msg_id] for m in pooled if m.msg_id in pool)
+                returned.update(m.msg_id for m in pooled)
+    assert returned - set(pool) and returned & set(pool), "pages mixed pooled and read messages"
+    parents = range(1, 41)
+    plain_children = loader.children_of(conn, ACCOUNT, GROUP, parents)
+    pooled_children = loader.children_of(conn, ACCOUNT, GROUP, parents, pool)
+    assert sorted(pooled_children, key=lambda m: m.msg_id) == sorted(
+        plain_children, key=lambda m: m.msg_id
+    )
+    assert {m.msg_id for m in pooled_children} == {i for i in range(1, 41) if i % 4 == 0}
+    assert all(m is pool[m.msg_id] for m in pooled_children if m.msg_id in pool)
+
+
+def test_whether_a_window_is_stored_from_a_point_holds_at_its_bounds(stores: Stores) -> None:
+    from chatseek_unitize.units import _stored_from
+
+    _history(stores)
+    last = max(
+        (int(r[0]), int(r[1]))
+        for r in stores.unitize.execute(
+            "SELECT start_date, first_msg_id FROM units WHERE kind = 'window' AND chat_id = ?",
+            (GROUP,),
+        )
+    )
+    date, first = last
+
+    def stored_from(start: tuple[int, int]) -> bool:
+        return _stored_from(stores.unitize, ACCOUNT, GROUP, None, start)
+
+    assert stored_from((date, first))
+    assert stored_from((date, first - 1))
+    assert stored_from((date - 1, first + 100))
+    assert not stored_from((date, first + 1))
+    assert not stored_from((date + 1, 0))
+    assert not _stored_from(stores.unitize, ACCOUNT, GROUP, 5, (0, 0))  # another topic
 
 
 # --- edits, deletions, extracted text ---
@@ -424,9 +488,9 @@ def test_a_forum_topics_opening_message_does_not_load_the_topic_for_threads(
     asked: list[int] = []
     children_of = loader.children_of
 
-    def spy(conn: Any, account: str, chat_id: int, parent_ids: Any) -> Any:
+    def spy(conn: Any, account: str, chat_id: int, parent_ids: Any, pool: Any = None) -> Any:
         asked.extend(parent_ids)
-        return children_of(conn, account, chat_id, parent_ids)
+        return children_of(conn, account, chat_id, parent_ids, pool)
 
     monkeypatch.setattr(loader, "children_of", spy)
     stores.chat(GROUP, kind="forum")

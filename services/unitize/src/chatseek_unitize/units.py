@@ -18,7 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -236,7 +236,7 @@ def _apply_chat(
     elif is_channel:
         posts.setdefault(chat_id, set()).update(changed)
     else:
-        _recut_windows(conn, writer, account, chat_id, _window_changes(present, held), cfg)
+        _recut_windows(conn, writer, account, chat_id, _window_changes(present, held), present, cfg)
         _recut_threads(conn, writer, account, chat_id, changed, present, held, cfg)
     if info is not None:
         _set_recipe(conn, account, chat_id, whole=whole)
@@ -305,6 +305,7 @@ def _recut_windows(
     account: str,
     chat_id: int,
     spans: dict[int | None, tuple[Key, Key]],
+    present: Mapping[int, Msg],
     cfg: CutConfig,
 ) -> None:
     for topic, (earliest, latest) in spans.items():
@@ -317,7 +318,9 @@ def _recut_windows(
             (account, chat_id, tkey, earliest[0], earliest[0], earliest[1]),
         ).fetchone()
         anchor = recut_anchor([_anchor_unit(before)] if before else [], earliest)
-        new, stop = _cut_until_unchanged(conn, account, chat_id, topic, anchor, latest, cfg)
+        new, stop = _cut_until_unchanged(
+            conn, account, chat_id, topic, anchor, latest, present, cfg
+        )
         where, params = "topic_key = ? AND kind = 'window'", [tkey]
         if anchor is not None:
             where += " AND start_date >= ? AND (start_date > ? OR first_msg_id >= ?)"
@@ -336,9 +339,12 @@ def _cut_until_unchanged(
     topic: int | None,
     anchor: Key | None,
     latest: Key,
+    pool: Mapping[int, Msg],
     cfg: CutConfig,
 ) -> tuple[list[Unit], Key | None]:
     """Re-cut one topic's windows from ``anchor`` until they rejoin the stored ones.
+
+    Pages are read through ``pool`` (the batch's changed messages, already read).
 
     Returns:
         The new windows, and the start of the first stored window from which on nothing
@@ -347,7 +353,7 @@ def _cut_until_unchanged(
     new: list[Unit] = []
     cursor, page = anchor, WINDOW_PAGE
     while True:
-        msgs = loader.load_topic_page(conn, account, chat_id, topic, cursor, page)
+        msgs = loader.load_topic_page(conn, account, chat_id, topic, cursor, page, pool)
         full = len(msgs) == page
         cut = recut_from(msgs, 0, cfg)
         if full and len(cut) < 2:
@@ -386,10 +392,14 @@ def _cut_until_unchanged(
 def _stored_from(
     conn: Connection, account: str, chat_id: int, topic: int | None, start: Key
 ) -> bool:
-    """Whether any window of the topic is stored starting at ``start`` or later."""
+    """Whether any window of the topic is stored starting at ``start`` or later.
+
+    The bare ``start_date >= ?`` bounds the index range: with the bounds only inside an OR, the
+    planner scanned every window of the topic (6 ms a call on a 1M-message chat, against µs).
+    """
     row = conn.execute(
         "SELECT 1 FROM units WHERE account = ? AND chat_id = ? AND topic_key = ?"
-        " AND kind = 'window' AND (start_date > ? OR (start_date = ? AND first_msg_id >= ?))"
+        " AND kind = 'window' AND start_date >= ? AND (start_date > ? OR first_msg_id >= ?)"
         " LIMIT 1",
         (account, chat_id, topic or 0, start[0], start[0], start[1]),
     ).fetchone()
@@ -434,7 +444,7 @@ def _close_down(
     below = {r for r in roots if r in pool}
     frontier = set(below)
     while frontier:
-        found = {k.msg_id: k for k in loader.children_of(conn, account, chat_id, frontier)}
+        found = {k.msg_id: k for k in loader.children_of(conn, account, chat_id, frontier, pool)}
         groups = {
             m.grouped_id
             for m in (*(pool[i] for i in frontier), *found.values())
@@ -508,7 +518,8 @@ def _recut_threads(
     photos = loader.album_members(conn, account, chat_id, groups) if groups else {}
     for msg_id, photo in photos.items():
         pool.setdefault(msg_id, photo)
-    for child in loader.children_of(conn, account, chat_id, (changed - inert) | set(photos)):
+    replying = (changed - inert) | set(photos)
+    for child in loader.children_of(conn, account, chat_id, replying, pool):
         pool.setdefault(child.msg_id, child)
         candidates.add(child.msg_id)
     roots = _thread_roots(conn, account, chat_id, {c for c in candidates if c in pool}, pool)
