@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "SETTLE_IDLE",
+    "SETTLE_MAX_S",
+    "SETTLE_WINDOW_S",
     "cpu_count",
     "cpu_seconds",
     "interleaved",
@@ -23,6 +26,7 @@ __all__ = [
     "percentile",
     "ratio",
     "run_wall",
+    "settle",
     "timed",
     "timings",
 ]
@@ -124,3 +128,54 @@ def run_wall(argv: Sequence[str], env: Mapping[str, str], timeout_s: float = 120
 def cpu_count() -> int:
     """CPUs this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+SETTLE_IDLE = 0.9
+"""The share of CPU time that must be idle over ``SETTLE_WINDOW_S`` before a section starts."""
+SETTLE_WINDOW_S = 1.0
+SETTLE_MAX_S = 60.0
+
+
+def _cpu_times() -> tuple[float, float] | None:
+    """(idle, total) jiffies of every CPU from ``/proc/stat``; None where there is none.
+
+    I/O wait counts as idle (the CPU was free); steal counts as busy (another guest had it).
+    """
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [float(x) for x in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 5:
+        return None
+    # user nice system idle iowait irq softirq steal (guest and guest_nice are inside user)
+    return fields[3] + fields[4], sum(fields[:8])
+
+
+def settle(
+    max_wait_s: float = SETTLE_MAX_S, idle: float = SETTLE_IDLE, window_s: float = SETTLE_WINDOW_S
+) -> dict[str, float]:
+    """Let the machine go quiet before a section is timed.
+
+    Writes dirty pages out (``os.sync``), then waits until the CPUs sit ``idle`` idle over a
+    ``window_s`` window, for at most ``max_wait_s``. Otherwise what the previous section left
+    running (gigabytes of databases being written back, services winding down) falls on the
+    next section's first figures and on none of its references.
+
+    Returns:
+        ``waited_s`` (sync included) and the ``idle`` share of the last window; only
+        ``waited_s`` where ``/proc/stat`` is not readable.
+    """
+    started = time.monotonic()
+    os.sync()
+    share = -1.0
+    while True:
+        before = _cpu_times()
+        time.sleep(window_s)
+        after = _cpu_times()
+        if before is None or after is None:
+            return {"waited_s": round(time.monotonic() - started, 1)}
+        total = after[1] - before[1]
+        share = (after[0] - before[0]) / total if total > 0 else 1.0
+        if share >= idle or time.monotonic() - started >= max_wait_s:
+            return {"waited_s": round(time.monotonic() - started, 1), "idle": round(share, 3)}

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.measure import SETTLE_IDLE, SETTLE_MAX_S, SETTLE_WINDOW_S
+
 __all__ = ["charts", "markdown", "targets"]
 
 BENCH_BUDGET_S = 20 * 60
@@ -711,6 +713,25 @@ def _pipeline_md(scale: str, pipe: dict[str, Any], units: dict[str, Any]) -> lis
     return md
 
 
+def _settling(results: dict[str, Any]) -> list[str]:
+    """The report's line on how quiet the machine was before each section."""
+    waits: dict[str, dict[str, float]] = results.get("settle") or {}
+    if not waits:
+        return []
+    parts = [
+        f"{key} {w['waited_s']} s" + (f" (idle {w['idle']:.0%})" if "idle" in w else "")
+        for key, w in waits.items()
+    ]
+    return [
+        "Before each section the bench wrote dirty pages out and waited until the CPUs sat"
+        f" {SETTLE_IDLE:.0%} idle over {SETTLE_WINDOW_S:g} s (at most {SETTLE_MAX_S:g} s), so"
+        " that one section's aftermath does not fall on the next one's figures: "
+        + ", ".join(parts)
+        + ".",
+        "",
+    ]
+
+
 def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
     """The whole report."""
     md = [
@@ -720,6 +741,7 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
         " The machine is shared and noisy: read the ratios (figure / reference, both measured"
         " in this run), not the absolute times. Nothing here is asserted by a test.",
         "",
+        *_settling(results),
         "Pipeline stages run with the fake embedder (`CHATSEEK_FAKE_MODELS=1`, a hashed bag of"
         " stems) so that 100k and 1M messages fit in the time; embedding throughput is measured"
         " separately with the packaged all-MiniLM-L6-v2 on a sample of unit-like texts.",

@@ -37,7 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.measure import cpu_count
+from bench.measure import cpu_count, settle
 from bench.report import SECTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,6 +70,9 @@ def _section(
     out: Path,
     progress: Callable[[str], None],
 ) -> Any:
+    quiet = settle()
+    results.setdefault("settle", {})[key] = quiet
+    progress(f"{key}: started after {quiet['waited_s']} s settling (idle {quiet.get('idle', '?')})")
     started = time.perf_counter()
     try:
         value = fn()
