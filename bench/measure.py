@@ -158,9 +158,10 @@ def settle(
     """Let the machine go quiet before a section is timed.
 
     Writes dirty pages out (``os.sync``), then waits until the CPUs sit ``idle`` idle over a
-    ``window_s`` window, for at most ``max_wait_s``. Otherwise what the previous section left
-    running (gigabytes of databases being written back, services winding down) falls on the
-    next section's first figures and on none of its references.
+    ``window_s`` window, for at most ``max_wait_s``, so that no section starts while the one
+    before it still writes back or winds down, and the report can say how quiet each start
+    was. It does not remove the host's own noise: the embed section's service overhead read
+    the same after the 1M pipeline with it as without (bench/PROFILES.md).
 
     Returns:
         ``waited_s`` (sync included) and the ``idle`` share of the last window; only

@@ -724,8 +724,8 @@ def _settling(results: dict[str, Any]) -> list[str]:
     ]
     return [
         "Before each section the bench wrote dirty pages out and waited until the CPUs sat"
-        f" {SETTLE_IDLE:.0%} idle over {SETTLE_WINDOW_S:g} s (at most {SETTLE_MAX_S:g} s), so"
-        " that one section's aftermath does not fall on the next one's figures: "
+        f" {SETTLE_IDLE:.0%} idle over {SETTLE_WINDOW_S:g} s (at most {SETTLE_MAX_S:g} s);"
+        " the wait and the idle share of its last second, section by section: "
         + ", ".join(parts)
         + ".",
         "",
