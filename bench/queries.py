@@ -6,7 +6,8 @@ the ``chatseek search`` process (wall time, start-up included), and ``chatseek_f
 ``chatseek_vector.knn`` with the fake embedder, the fake reranker) — so ``grpc / in-process``
 is what the RPC hops cost. Strict search (two-word AND, phrase, field-filtered date range,
 prefix wildcard): ``chatseek_lexical.query.search`` in-process on the same lexical.db (inside
-the service), the lexical service's RPC, the gateway's RPC and ``chatseek messages search``.
+the service, its relevance pages scored in rowid ranges on every core as the service does), the
+lexical service's RPC, the gateway's RPC and ``chatseek messages search``.
 SQLite's floor for a relevance page is FTS5's own ``bm25`` over every match of the compiled word
 query, the best 21 kept, nothing joined; a query's cost grows with its matches, which the report
 gives. The CLI's floor is ``chatseek --help`` (interpreter and imports, no RPC). Each RPC and its
@@ -283,8 +284,10 @@ def _strict(
     from chatseek_lexical.query import SearchRequest, search
     from chatseek_lexical.query.execute import prepare
     from chatseek_lexical.query.limits import Deadline
+    from chatseek_lexical.query.split import Splitter
 
     conn = db.connect(settings.db_path("lexical"), readonly=True)
+    splitter = Splitter(settings.db_path("lexical"))  # as the service scores a relevance page
     db.attach_readonly(conn, settings.db_path("ingest"), "ingest")
     db.attach_readonly(conn, settings.db_path("unitize"), "unitize")
     gw_channel = sync_channel(settings.addr("gateway"))
@@ -307,7 +310,7 @@ def _strict(
                 )
 
             def in_service(i: int) -> Any:
-                return search(conn, request(i))
+                return search(conn, request(i), splitter=splitter)
 
             # SQLite's own floor for a relevance page: FTS5's bm25 over every match of the
             # compiled word query, best LIMIT + 1 kept, nothing joined (None: ordered by date).
@@ -384,6 +387,7 @@ def _strict(
                 f" {entry['hits_first_query']} hits"
             )
     finally:
+        splitter.close()
         conn.close()
         gw_channel.close()
         lx_channel.close()

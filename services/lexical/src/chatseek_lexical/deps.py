@@ -1,4 +1,5 @@
-"""What the lexical servicer is given: ``lexical.db`` with its producers attached, the loop."""
+"""What the lexical servicer is given: ``lexical.db`` with its producers attached, the loop,
+and the threads that score a relevance page's matches in parts."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from chatseek_core import db
 from chatseek_core.consumer import FeedLoop
 from chatseek_core.settings import Settings
+from chatseek_lexical.query.split import Splitter
 
 __all__ = ["Deps", "PRODUCERS"]
 
@@ -20,6 +22,7 @@ class Deps:
     settings: Settings
     pool: db.ThreadConnections
     loop: FeedLoop
+    splitter: Splitter
 
     def ready_to_index(self) -> bool:
         """Whether both producers' files exist and are attached on this thread."""

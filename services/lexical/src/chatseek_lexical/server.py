@@ -13,6 +13,7 @@ from chatseek_core.server import build_server
 from chatseek_core.settings import Settings
 from chatseek_lexical.deps import PRODUCERS, Deps
 from chatseek_lexical.indexer import apply_feeds
+from chatseek_lexical.query.split import Splitter
 from chatseek_lexical.schema import MIGRATIONS, OWNER
 from chatseek_lexical.service import LexicalServicer
 
@@ -33,7 +34,8 @@ def open_deps(settings: Settings) -> Deps:
         return apply_feeds(pool.get())
 
     loop = FeedLoop("lexical", step, poll_interval_s=settings.poll_interval_s)
-    return Deps(settings=settings, pool=pool, loop=loop)
+    splitter = Splitter(settings.db_path(OWNER))
+    return Deps(settings=settings, pool=pool, loop=loop, splitter=splitter)
 
 
 def create_server(settings: Settings, deps: Deps) -> Running:
@@ -47,6 +49,7 @@ def create_server(settings: Settings, deps: Deps) -> Running:
     handle = build_server(service=OWNER, listen=settings.listen, register=register)
 
     async def close() -> None:
+        await to_thread(deps.splitter.close)
         await to_thread(deps.pool.close)  # checkpoints the WAL: blocking
 
     return Running(handle=handle, background=[deps.loop.run], on_stop=close)

@@ -244,7 +244,8 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
         context: Ctx[pb.SearchMessagesRequest, pb.SearchMessagesResponse],
     ) -> pb.SearchMessagesResponse:
         def answer(conn: db.Connection, words_ready: bool) -> dict[str, Any]:
-            return search(conn, self._search_request(request, conn, words_ready)).to_json()
+            asked = self._search_request(request, conn, words_ready)
+            return search(conn, asked, splitter=self._deps.splitter).to_json()
 
         envelope = await self._as_of_arrival(answer)
         return pb.SearchMessagesResponse(result=from_json(envelope, common_pb2.MessagesResult()))

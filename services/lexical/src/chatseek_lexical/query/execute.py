@@ -21,13 +21,10 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo
-
-import sqlean
 
 import chatseek_lexical.query.dates as dates
 import chatseek_lexical.query.values as values
@@ -67,10 +64,16 @@ from chatseek_lexical.query.envelope import (
     iso_utc,
 )
 from chatseek_lexical.query.fields import FIELDS_VERSION
-from chatseek_lexical.query.limits import DEFAULT_BUDGETS, Budgets, Deadline, exceeded
+from chatseek_lexical.query.limits import (
+    DEFAULT_BUDGETS,
+    Budgets,
+    Deadline,
+    budgeted,
+)
 from chatseek_lexical.query.links import deep_link, locator
 from chatseek_lexical.query.parser import parse
 from chatseek_lexical.query.presets import PRESET_VERSION
+from chatseek_lexical.query.split import Splitter, best_matches
 from chatseek_lexical.query.tree_json import tree_from_json, tree_to_json
 from chatseek_lexical.query.validate import invalid, validate
 
@@ -96,7 +99,6 @@ MAX_CONTEXT = 20
 SNIPPET_CHARS = 160
 SNIPPET_LEAD = 50
 MEDIA_TEXT_SHOWN = 300
-PROGRESS_STEPS = 10_000
 TOKEN_VERSION = 1
 ORDER_RELEVANCE = "relevance"
 ORDER_NEWEST = "newest"
@@ -315,24 +317,6 @@ def _coverage(conn: QueryConnection, compiler: Compiler, tree: Tree, scope: Scop
         for account in scope.resolution_accounts
     )
     return Coverage(accounts, chats)
-
-
-@contextmanager
-def budgeted(conn: QueryConnection, deadline: Deadline) -> Iterator[None]:
-    """Enforce ``deadline`` on every SQLite statement run inside the block.
-
-    Raises:
-        QueryLimit: the time budget ran out while SQLite was working.
-    """
-    conn.set_progress_handler(lambda: 1 if deadline.expired() else 0, PROGRESS_STEPS)
-    try:
-        yield
-    except sqlean.OperationalError as exc:
-        if "interrupt" in str(exc).lower():
-            raise exceeded("time_ms", deadline.budget_ms, "the query ran out of time") from exc
-        raise
-    finally:
-        conn.set_progress_handler(None, 0)
 
 
 def prepare(
@@ -624,12 +608,16 @@ def _check_request(request: SearchRequest) -> None:
         )
 
 
-def search(conn: QueryConnection, request: SearchRequest) -> Envelope:
+def search(
+    conn: QueryConnection, request: SearchRequest, *, splitter: Splitter | None = None
+) -> Envelope:
     """Run one strict message search and return its envelope.
 
     Args:
         conn: lexical.db with ingest.db attached read-only as ``ingest``.
         request: the query, scope, paging and options.
+        splitter: scores a relevance page's matches on several cores (``split``); without
+            one, on ``conn`` alone. The results are the same.
 
     Raises:
         QuerySyntaxError, UnknownField, InvalidValue, UnsupportedOperator, UnsupportedRegex,
@@ -647,7 +635,7 @@ def search(conn: QueryConnection, request: SearchRequest) -> Envelope:
         fingerprint = _fingerprint(prepared.tree, prepared.scope, prepared.tz_name, order)
         if token is not None and token["h"] != fingerprint:
             raise _bad_token("it belongs to a different query, scope, timezone or order")
-        rows, albums = _album_page(conn, prepared, order, rank, token, request.limit)
+        rows, albums = _album_page(conn, prepared, order, rank, token, request.limit, splitter)
         has_more = len(rows) > request.limit
         rows = rows[: request.limit]
         page = int(token["p"]) + 1 if token else 1
@@ -691,6 +679,7 @@ def _album_page(
     rank: str | None,
     token: dict[str, Any] | None,
     limit: int,
+    splitter: Splitter | None = None,
 ) -> tuple[list[tuple[Any, ...]], dict[int, tuple[int, set[int]]]]:
     """Up to ``limit + 1`` hits after ``token``, an album's matching photos as one hit.
 
@@ -708,7 +697,7 @@ def _album_page(
     cursor = token
     while len(kept) <= limit:
         want = limit + 1 - len(kept)
-        rows = _page(conn, prepared, order, rank, cursor, want - 1)
+        rows = _page(conn, prepared, order, rank, cursor, want - 1, splitter)
         groups = _groups_of(conn, [int(r[0]) for r in rows])
         for row in rows:
             mid = int(row[0])
@@ -717,7 +706,7 @@ def _album_page(
                 continue
             key = (str(row[1]), int(row[2]), groups[mid])
             if key not in seen:
-                album = _page(conn, prepared, order, rank, None, ALBUM_MAX, album=key)
+                album = _page(conn, prepared, order, rank, None, ALBUM_MAX, splitter, album=key)
                 seen[key] = int(album[0][0])
                 if seen[key] == mid:
                     albums[mid] = (key[2], {int(a[0]) for a in album})
@@ -749,6 +738,8 @@ def _relevance_page(
     rank: str | None,
     token: dict[str, Any] | None,
     limit: int,
+    deadline: Deadline,
+    splitter: Splitter | None,
 ) -> list[tuple[Any, ...]]:
     """Up to ``limit + 1`` matches in bm25 order after ``token``, joining few messages.
 
@@ -758,26 +749,27 @@ def _relevance_page(
     sorts before it scores below the pool's worst too, and the pool holds all of those. Otherwise
     the pool grows, until it holds every match.
     """
+    assert rank is not None, "a relevance page needs the bm25 query"
     after = ""
     tail: list[Any] = []
+    floor: float | None = None
     if token is not None:
         after = " AND (r.score, m.account, m.chat_id, m.msg_id) > (?, ?, ?, ?)"
         tail = list(token["k"])
-    floor = " WHERE score >= ?" if token is not None else ""
+        floor = float(tail[0])
     pool = max(POOL_MIN, POOL_FACTOR * (limit + 1))
     while True:
-        best = conn.execute(
-            "SELECT rid, score FROM (SELECT rowid AS rid, bm25(msg_fts, 1.0, 0.0) AS score"
-            f" FROM msg_fts WHERE msg_fts MATCH ?){floor} ORDER BY score, rid DESC LIMIT ?",
-            [rank, *tail[:1], pool],
-        ).fetchall()
+        if splitter is not None:
+            best = splitter.best(conn, rank, floor, pool, deadline)
+        else:
+            best = best_matches(conn, rank, floor, pool)
         sql = (
             "SELECT m.mid, m.account, m.chat_id, m.msg_id, r.score"
             " FROM (SELECT value ->> 0 AS rid, value ->> 1 AS score FROM json_each(?)) AS r"
             f" JOIN ingest.messages AS m ON m.mid = r.rid WHERE {text}{after}"
             " ORDER BY r.score, m.account, m.chat_id, m.msg_id LIMIT ?"
         )
-        pairs = json.dumps([[int(r[0]), float(r[1])] for r in best])
+        pairs = json.dumps(best)
         rows = [tuple(r) for r in conn.execute(sql, [pairs, *params, *tail, limit + 1])]
         if len(best) < pool or (len(rows) > limit and rows[-1][4] < best[-1][1]):
             return rows
@@ -791,6 +783,7 @@ def _page(
     rank: str | None,
     token: dict[str, Any] | None,
     limit: int,
+    splitter: Splitter | None = None,
     *,
     album: tuple[str, int, int] | None = None,
 ) -> list[tuple[Any, ...]]:
@@ -803,7 +796,16 @@ def _page(
     if album is not None:
         text = f"({where.text}) AND m.account = ? AND m.chat_id = ? AND m.grouped_id = ?"
     if order == ORDER_RELEVANCE:
-        return _relevance_page(conn, text, [*where.params, *(album or ())], rank, token, limit)
+        return _relevance_page(
+            conn,
+            text,
+            [*where.params, *(album or ())],
+            rank,
+            token,
+            limit,
+            prepared.deadline,
+            splitter,
+        )
     else:
         sql = (
             "SELECT m.mid, m.account, m.chat_id, m.msg_id, m.date FROM ingest.messages AS m"

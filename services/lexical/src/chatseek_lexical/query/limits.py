@@ -13,8 +13,12 @@ Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
+
+import sqlean
 
 from chatseek_core.errors import QueryLimit
 from chatseek_core.limits import MAX_QUERY_BYTES
@@ -32,6 +36,8 @@ __all__ = [
     "Budgets",
     "Deadline",
     "DEFAULT_BUDGETS",
+    "PROGRESS_STEPS",
+    "budgeted",
     "exceeded",
 ]
 
@@ -44,6 +50,8 @@ VOCABULARY_EXPANSIONS = 10_000
 CANDIDATES = 50_000
 BODY_BYTES_SCANNED = 8 * 1024 * 1024
 TIME_MS = 2000
+# SQLite virtual machine steps between two looks at the deadline.
+PROGRESS_STEPS = 10_000
 
 _MS_PER_S = 1000.0
 
@@ -108,3 +116,31 @@ class Deadline:
         """
         if self.expired():
             raise exceeded("time_ms", self.budget_ms, what)
+
+    def left_ms(self) -> int:
+        """What is left of the budget, in milliseconds (0 once it has run out)."""
+        return max(0, int(self.budget_ms - (self.clock() - self.started) * _MS_PER_S))
+
+
+class Interruptible(Protocol):
+    """A connection whose statements a progress handler can interrupt."""
+
+    def set_progress_handler(self, handler: Callable[[], int] | None, n: int, /) -> None: ...
+
+
+@contextmanager
+def budgeted(conn: Interruptible, deadline: Deadline) -> Iterator[None]:
+    """Enforce ``deadline`` on every SQLite statement ``conn`` runs inside the block.
+
+    Raises:
+        QueryLimit: the time budget ran out while SQLite was working.
+    """
+    conn.set_progress_handler(lambda: 1 if deadline.expired() else 0, PROGRESS_STEPS)
+    try:
+        yield
+    except sqlean.OperationalError as exc:
+        if "interrupt" in str(exc).lower():
+            raise exceeded("time_ms", deadline.budget_ms, "the query ran out of time") from exc
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
