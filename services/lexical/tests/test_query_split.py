@@ -8,6 +8,7 @@ worker threads.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,54 @@ def test_pages_through_a_splitter_with_a_growing_pool_concatenate_to_the_whole(
             break
         token = envelope.next_page_token
     assert [i.locator for i in seen] == [i.locator for i in whole]
+
+
+def test_a_request_splits_only_into_idle_scoring_threads(
+    store: tuple[db.Connection, Path],
+) -> None:
+    conn, path = store
+    split = Splitter(path, parts=3, min_rows=1)
+    try:
+        rank = _ranks(conn)[0]
+        whole = best_matches(conn, rank, None, 1000)
+        assert split._idle is not None
+        split._idle.acquire()
+        split._idle.acquire()
+        # Both scoring threads busy with other requests: scored alone, on the caller's conn.
+        assert split.best(conn, rank, None, 1000, Deadline(2000)) == whole
+        assert split._conns._all == []
+        split._idle.release()
+        # One idle: two ranges, one of them on a scoring thread.
+        assert split.best(conn, rank, None, 1000, Deadline(2000)) == whole
+        assert len(split._conns._all) == 1
+        split._idle.release()
+        assert split.best(conn, rank, None, 1000, Deadline(2000)) == whole
+        assert len(split._conns._all) == 2
+    finally:
+        split.close()
+
+
+def test_concurrent_requests_each_get_the_whole_tables_answer(
+    store: tuple[db.Connection, Path], splitter: Splitter
+) -> None:
+    _, path = store
+    ranks = _ranks(store[0])
+
+    def ask(i: int) -> bool:
+        conn = db.connect(path, readonly=True)
+        db.attach_readonly(conn, path.parent / "ingest.db", "ingest")
+        try:
+            rank = ranks[i % len(ranks)]
+            for _ in range(5):
+                got = splitter.best(conn, rank, None, 1000, Deadline(5000))
+                if got != best_matches(conn, rank, None, 1000):
+                    return False
+            return True
+        finally:
+            conn.close()
+
+    with ThreadPoolExecutor(6) as pool:
+        assert all(pool.map(ask, range(12)))
 
 
 def _big_index(directory: Path, rows: int) -> tuple[db.Connection, Path]:

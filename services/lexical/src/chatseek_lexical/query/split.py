@@ -16,13 +16,17 @@ Invariants:
 * While the indexer commits, the parts may read consecutive snapshots of the index: a message
   indexed in between can then be scored in one part and not in another, as the next request
   would see it. The page's rows are always joined on the caller's connection.
-* Below ``SPLIT_MIN_ROWS`` messages, or with one core, nothing is split.
+* Below ``SPLIT_MIN_ROWS`` messages, or with one core, nothing is split. A request splits only
+  into the scoring threads that are idle when it starts, so under many concurrent requests (the
+  cores already busy) each is scored on its own connection as before, and no request waits
+  behind another's parts.
 """
 
 from __future__ import annotations
 
 import heapq
 import os
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import islice
 from pathlib import Path
@@ -75,7 +79,7 @@ def best_matches(
 
 
 class Splitter:
-    """Scores a relevance query's matches in ``parts`` rowid ranges at once.
+    """Scores a relevance query's matches in up to ``parts`` rowid ranges at once.
 
     Args:
         path: ``lexical.db``; each worker thread opens it read-only.
@@ -94,6 +98,7 @@ class Splitter:
             if self.parts > 1
             else None
         )
+        self._idle = threading.BoundedSemaphore(self.parts - 1) if self.parts > 1 else None
 
     def best(
         self,
@@ -111,22 +116,36 @@ class Splitter:
         Raises:
             QueryLimit: a part ran out of the time budget.
         """
-        last = conn.execute("SELECT MAX(mid) FROM ingest.messages").fetchone()[0] or 0
-        if self._threads is None or last < self.min_rows:
+        if self._threads is None or self._idle is None:
             return best_matches(conn, rank, floor, top)
-        step = last // self.parts + 1
-        cuts = [step * i for i in range(1, self.parts)]
-        ranges = list(zip([None, *cuts], [*cuts, None], strict=True))
-        others: list[Future[list[tuple[int, float]]]] = [
-            self._threads.submit(self._part, rank, floor, top, span, deadline.left_ms())
-            for span in ranges[1:]
-        ]
+        last = conn.execute("SELECT MAX(mid) FROM ingest.messages").fetchone()[0] or 0
+        if last < self.min_rows:
+            return best_matches(conn, rank, floor, top)
+        taken = 0
+        while taken < self.parts - 1 and self._idle.acquire(blocking=False):
+            taken += 1
         try:
-            parts = [best_matches(conn, rank, floor, top, ranges[0])]
-            parts.extend(f.result() for f in others)
+            if not taken:
+                return best_matches(conn, rank, floor, top)
+            step = last // (taken + 1) + 1
+            cuts = [step * i for i in range(1, taken + 1)]
+            ranges = list(zip([None, *cuts], [*cuts, None], strict=True))
+            others: list[Future[list[tuple[int, float]]]] = [
+                self._threads.submit(self._part, rank, floor, top, span, deadline.left_ms())
+                for span in ranges[1:]
+            ]
+            try:
+                parts = [best_matches(conn, rank, floor, top, ranges[0])]
+                parts.extend(f.result() for f in others)
+            finally:
+                for f in others:
+                    f.cancel()
+                for f in others:
+                    if not f.cancelled():
+                        f.exception()  # wait: a slot is free again only once its part ended
         finally:
-            for f in others:
-                f.cancel()
+            for _ in range(taken):
+                self._idle.release()
         merged = heapq.merge(*parts, key=lambda r: (r[1], -r[0]))
         return list(islice(merged, top))
 
