@@ -153,10 +153,20 @@ def test_pages_through_a_splitter_with_a_growing_pool_concatenate_to_the_whole(
 
 
 def test_a_request_splits_only_into_idle_scoring_threads(
-    store: tuple[db.Connection, Path],
+    store: tuple[db.Connection, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     conn, path = store
     split = Splitter(path, parts=3, min_rows=1)
+    handed: list[tuple[int | None, int | None]] = []
+    part = split._part
+
+    def recorded(
+        rank: str, floor: float | None, top: int, span: tuple[int | None, int | None], left: int
+    ) -> list[tuple[int, float]]:
+        handed.append(span)
+        return part(rank, floor, top, span, left)
+
+    monkeypatch.setattr(split, "_part", recorded)
     try:
         rank = _ranks(conn)[0]
         whole = best_matches(conn, rank, None, 1000)
@@ -165,14 +175,16 @@ def test_a_request_splits_only_into_idle_scoring_threads(
         split._idle.acquire()
         # Both scoring threads busy with other requests: scored alone, on the caller's conn.
         assert split.best(conn, rank, None, 1000, Deadline(2000)) == whole
-        assert split._conns._all == []
+        assert handed == []
         split._idle.release()
-        # One idle: two ranges, one of them on a scoring thread.
+        # One idle: two ranges, the second on a scoring thread.
         assert split.best(conn, rank, None, 1000, Deadline(2000)) == whole
-        assert len(split._conns._all) == 1
+        assert len(handed) == 1 and handed[0][1] is None
+        handed.clear()
         split._idle.release()
+        # Both idle: three ranges, two of them handed out.
         assert split.best(conn, rank, None, 1000, Deadline(2000)) == whole
-        assert len(split._conns._all) == 2
+        assert len(handed) == 2 and handed[-1][1] is None
     finally:
         split.close()
 
