@@ -72,6 +72,16 @@ class _Filters:
     until: int | None = None
     kinds: Sequence[str] | None = None
 
+    def selective(self, default_kinds: Sequence[str]) -> bool:
+        """Whether these filters may keep few of a table's matches: chats, dates, or kinds
+        other than ``default_kinds`` (an account scope rarely does)."""
+        return (
+            self.chat_ids is not None
+            or self.since is not None
+            or self.until is not None
+            or (self.kinds is not None and set(self.kinds) != set(default_kinds))
+        )
+
 
 # --- query text ---
 
@@ -131,7 +141,9 @@ def unit_list(
     """
     filters = _Filters(account_scope, chat_ids, since, until, kinds)
     where, params = _unit_filters(filters, allowed=UNIT_KINDS, default=UNIT_KINDS)
-    run = _pooled(conn, "unit_fts", _unit_join(where), params)
+    run = _pooled(
+        conn, "unit_fts", _unit_join(where), params, selective=filters.selective(UNIT_KINDS)
+    )
     found = _and_then_or(conn, run, query_text, limit, require_ready)
     return [(int(r[0]), float(r[1])) for r in found]
 
@@ -157,7 +169,9 @@ def chunk_list(
     """
     filters = _Filters(account_scope, chat_ids, since, until, (CHUNK_KIND,))
     where, params = _unit_filters(filters, allowed=(CHUNK_KIND,), default=(CHUNK_KIND,))
-    run = _pooled(conn, "chunk_fts", _unit_join(where), params)
+    run = _pooled(
+        conn, "chunk_fts", _unit_join(where), params, selective=filters.selective((CHUNK_KIND,))
+    )
     found = _and_then_or(conn, run, query_text, limit, require_ready)
     return [(int(r[0]), float(r[1])) for r in found]
 
@@ -199,7 +213,7 @@ def message_list(
         f" WHERE 1{where}"
         " GROUP BY um.unit_id ORDER BY best DESC, um.unit_id LIMIT :limit"
     )
-    run = _pooled(conn, "msg_fts", sql, params)
+    run = _pooled(conn, "msg_fts", sql, params, selective=filters.selective(UNIT_KINDS))
     found = _and_then_or(conn, run, query_text, limit, require_ready)
     return [(int(r[0]), float(r[1]), int(r[2])) for r in found]
 
@@ -292,7 +306,9 @@ def _unit_join(where: str) -> str:
     )
 
 
-def _pooled(conn: db.Connection, table: str, sql: str, params: dict[str, object]) -> Run:
+def _pooled(
+    conn: db.Connection, table: str, sql: str, params: dict[str, object], *, selective: bool
+) -> Run:
     """Run ``sql`` over the best-scored matches of ``table``, a pool at a time.
 
     ``sql`` ranks rows drawn from the ``:pool`` of matches (through ``_POOL``), at most
@@ -301,26 +317,47 @@ def _pooled(conn: db.Connection, table: str, sql: str, params: dict[str, object]
     best first and joined a pool at a time. The rows are the true ones when the pool held every
     match, or when the last of ``limit`` rows scores above the pool's worst: a match left out
     scores no higher than that, so it can neither raise a listed row nor add one. Else the pool
-    grows (bm25 runs once: the pool is read further from the same cursor).
+    grows.
+
+    Without ``selective`` filters (chats, dates, kinds other than the list's own) the first pool
+    nearly always holds the answer, so it is read with a ``LIMIT``: SQLite then keeps only the
+    best rows while bm25 runs, where an open-ended read sorts every match first (among a million
+    messages, a unit list with 147k matches takes about 290 ms instead of 370). A pool that must
+    grow, and every pool under selective filters, is read on from one open-ended pass, so bm25
+    runs once more at most, not once per growth.
     """
+    ranked = (
+        f"SELECT rowid, -bm25({table}, {RAW_WEIGHT}, {STEM_WEIGHT}) AS score FROM {table}"
+        f" WHERE {table} MATCH ? ORDER BY score DESC, rowid"
+    )
+
+    def page(pool: list[tuple[int, float]], want: int, limit: int) -> list[tuple[Any, ...]] | None:
+        args = {**params, "pool": json.dumps(pool), "limit": limit}
+        rows = [tuple(r) for r in conn.execute(sql, args)]
+        if len(pool) < want or (len(rows) == limit and rows[-1][1] > rows[-1][-1]):
+            return rows
+        return None
 
     def run(match: str, limit: int) -> list[tuple[Any, ...]]:
-        ranked = conn.execute(
-            f"SELECT rowid, -bm25({table}, {RAW_WEIGHT}, {STEM_WEIGHT}) AS score FROM {table}"
-            f" WHERE {table} MATCH ? ORDER BY score DESC, rowid",
-            (match,),
-        )
-        pool: list[tuple[int, float]] = []
         want = max(POOL_MIN, POOL_FACTOR * limit)
+        if not selective:
+            first = [
+                (int(r[0]), float(r[1])) for r in conn.execute(f"{ranked} LIMIT ?", (match, want))
+            ]
+            rows = page(first, want, limit)
+            if rows is not None:
+                return rows
+            want *= POOL_GROWTH
+        cursor = conn.execute(ranked, (match,))
+        pool: list[tuple[int, float]] = []
         try:
             while True:
-                pool.extend((int(r[0]), float(r[1])) for r in ranked.fetchmany(want - len(pool)))
-                args = {**params, "pool": json.dumps(pool), "limit": limit}
-                rows = [tuple(r) for r in conn.execute(sql, args)]
-                if len(pool) < want or (len(rows) == limit and rows[-1][1] > rows[-1][-1]):
+                pool.extend((int(r[0]), float(r[1])) for r in cursor.fetchmany(want - len(pool)))
+                rows = page(pool, want, limit)
+                if rows is not None:
                     return rows
                 want *= POOL_GROWTH
         finally:
-            ranked.close()
+            cursor.close()
 
     return run
