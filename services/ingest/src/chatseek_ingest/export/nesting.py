@@ -15,12 +15,10 @@ __all__ = ["MAX_NESTING", "Nesting", "NestingLimited"]
 # with its depth, so a file nested a million levels deep would parse for days.
 MAX_NESTING = 64
 
-# A complete JSON string; possessive, so a scan never backtracks into one.
-_STRING_RE = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
-# Text outside strings and whole strings, anchored at the start: it stops at a string left open
-# and never starts a match at a quote inside a string, so it runs in linear time.
-_STRUCTURE_RE = re.compile(rb'(?:[^"]++|"(?:[^"\\]++|\\.)*+")*+', re.DOTALL)
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+# An escape inside a string: the backslash and the byte it escapes (JSON escapes are ASCII).
+_ESCAPE_RE = re.compile(rb"\\.", re.DOTALL)
+# What decides nesting once escapes are gone: quotes and brackets.
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
 _OPENERS = frozenset(b"[{")
 _CLOSERS = frozenset(b"]}")
 _QUOTE = ord('"')
@@ -28,7 +26,13 @@ _BACKSLASH = ord("\\")
 
 
 class Nesting:
-    """How deep arrays and objects nest outside strings, followed chunk by chunk."""
+    """How deep arrays and objects nest outside strings, followed chunk by chunk.
+
+    A chunk is reduced in passes over bytes before anything is counted: escapes dropped, then
+    every byte but quotes and brackets; split at the quotes, every other piece is outside the
+    strings. A backslash outside a string is not JSON, and the parser stops there, so it may
+    be read as an escape here.
+    """
 
     __slots__ = ("_carry", "_depth")
 
@@ -44,14 +48,14 @@ class Nesting:
         """
         start, carry = self._depth, self._carry
         buf = carry + chunk
-        match = _STRUCTURE_RE.match(buf)
-        end = match.end() if match else 0
-        if end < len(buf):
-            escapes = len(buf) - len(buf.rstrip(b"\\"))
-            self._carry = b'"\\' if escapes % 2 else b'"'
-        else:
+        unescaped = _ESCAPE_RE.sub(b"", buf)
+        # Split at quotes, the pieces alternate outside and inside strings, outside first.
+        pieces = unescaped.translate(None, _NOT_STRUCTURE).split(b'"')
+        brackets = b"".join(pieces[::2])
+        if len(pieces) % 2:
             self._carry = b""
-        brackets = _STRING_RE.sub(b"", buf[:end]).translate(None, _NOT_BRACKETS)
+        else:  # an odd number of quotes: the chunk ends inside a string
+            self._carry = b'"\\' if unescaped.endswith(b"\\") else b'"'
         opens = brackets.count(b"[") + brackets.count(b"{")
         if self._depth + opens <= MAX_NESTING:
             self._depth += 2 * opens - len(brackets)
