@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -384,6 +385,46 @@ def test_a_tie_at_the_edge_of_the_pool_grows_it(
     monkeypatch.setattr(ranked, "POOL_FACTOR", 1)
     rows = message_list(stores.lex, "deposit", limit=1)
     assert earlier < later and [unit for unit, _, _ in rows] == [earlier]
+
+
+def test_a_tie_at_the_edge_of_a_unit_lists_pool_does_not_grow_it(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Six units with the same text score the same. A unit list keeps the pool's order (score,
+    # then id), so the first pool of two already holds the two the whole table ranks first.
+    units = [
+        stores.unitize.put_unit(CHAT, "window", [n], "deposit returned", key=f"w:{n}")
+        for n in range(1, 7)
+    ]
+    for n in range(1, 7):
+        stores.ingest.put_message(CHAT, n, "deposit returned")
+    apply_feeds(stores.lex)
+    whole = unit_list(stores.lex, "deposit", limit=2)
+    assert [unit for unit, _ in whole] == sorted(units)[:2]
+
+    from chatseek_lexical import ranked
+
+    monkeypatch.setattr(ranked, "POOL_MIN", 1)
+    monkeypatch.setattr(ranked, "POOL_FACTOR", 1)
+    pools: list[int] = []
+    conn = stores.lex
+
+    class Counting:
+        def execute(self, sql: str, *args: Any) -> Any:
+            if "json_each(:pool)" in sql:
+                pools.append(len(json.loads(args[0]["pool"])))
+            return conn.execute(sql, *args)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(conn, name)
+
+    assert unit_list(Counting(), "deposit", limit=2) == whole  # type: ignore[arg-type]
+    assert pools == [2]
+    # The message list orders its units by id, not by the pool's message order: a tie at its
+    # pool's edge still grows the pool.
+    pools.clear()
+    message_list(Counting(), "deposit", limit=2)  # type: ignore[arg-type]
+    assert len(pools) > 1
 
 
 # --- readiness ---

@@ -142,7 +142,12 @@ def unit_list(
     filters = _Filters(account_scope, chat_ids, since, until, kinds)
     where, params = _unit_filters(filters, allowed=UNIT_KINDS, default=UNIT_KINDS)
     run = _pooled(
-        conn, "unit_fts", _unit_join(where), params, selective=filters.selective(UNIT_KINDS)
+        conn,
+        "unit_fts",
+        _unit_join(where),
+        params,
+        selective=filters.selective(UNIT_KINDS),
+        in_pool_order=True,
     )
     found = _and_then_or(conn, run, query_text, limit, require_ready)
     return [(int(r[0]), float(r[1])) for r in found]
@@ -170,7 +175,12 @@ def chunk_list(
     filters = _Filters(account_scope, chat_ids, since, until, (CHUNK_KIND,))
     where, params = _unit_filters(filters, allowed=(CHUNK_KIND,), default=(CHUNK_KIND,))
     run = _pooled(
-        conn, "chunk_fts", _unit_join(where), params, selective=filters.selective((CHUNK_KIND,))
+        conn,
+        "chunk_fts",
+        _unit_join(where),
+        params,
+        selective=filters.selective((CHUNK_KIND,)),
+        in_pool_order=True,
     )
     found = _and_then_or(conn, run, query_text, limit, require_ready)
     return [(int(r[0]), float(r[1])) for r in found]
@@ -213,7 +223,9 @@ def message_list(
         f" WHERE 1{where}"
         " GROUP BY um.unit_id ORDER BY best DESC, um.unit_id LIMIT :limit"
     )
-    run = _pooled(conn, "msg_fts", sql, params, selective=filters.selective(UNIT_KINDS))
+    run = _pooled(
+        conn, "msg_fts", sql, params, selective=filters.selective(UNIT_KINDS), in_pool_order=False
+    )
     found = _and_then_or(conn, run, query_text, limit, require_ready)
     return [(int(r[0]), float(r[1]), int(r[2])) for r in found]
 
@@ -307,7 +319,13 @@ def _unit_join(where: str) -> str:
 
 
 def _pooled(
-    conn: db.Connection, table: str, sql: str, params: dict[str, object], *, selective: bool
+    conn: db.Connection,
+    table: str,
+    sql: str,
+    params: dict[str, object],
+    *,
+    selective: bool,
+    in_pool_order: bool,
 ) -> Run:
     """Run ``sql`` over the best-scored matches of ``table``, a pool at a time.
 
@@ -316,8 +334,10 @@ def _pooled(
     match with the stores for the filters costs more than scoring it, so the matches are read
     best first and joined a pool at a time. The rows are the true ones when the pool held every
     match, or when the last of ``limit`` rows scores above the pool's worst: a match left out
-    scores no higher than that, so it can neither raise a listed row nor add one. Else the pool
-    grows.
+    scores no higher than that, so it can neither raise a listed row nor add one. When ``sql``
+    keeps the pool's own order (``in_pool_order``: score, then rowid, as a unit list does), a
+    match left out sorts after every pooled row, so ``limit`` rows are the true ones even when
+    the last ties with the pool's worst. Else the pool grows.
 
     Without ``selective`` filters (chats, dates, kinds other than the list's own) the first pool
     nearly always holds the answer, so it is read with a ``LIMIT``: SQLite then keeps only the
@@ -334,7 +354,9 @@ def _pooled(
     def page(pool: list[tuple[int, float]], want: int, limit: int) -> list[tuple[Any, ...]] | None:
         args = {**params, "pool": json.dumps(pool), "limit": limit}
         rows = [tuple(r) for r in conn.execute(sql, args)]
-        if len(pool) < want or (len(rows) == limit and rows[-1][1] > rows[-1][-1]):
+        if len(pool) < want or (
+            len(rows) == limit and (in_pool_order or rows[-1][1] > rows[-1][-1])
+        ):
             return rows
         return None
 
