@@ -121,6 +121,8 @@ class _StemCache(dict[str, str]):
 
 _stem_uncached = stem.__wrapped__
 _stems = _StemCache()
+# Bound once: ``map`` over it looks each token up without a Python-level loop.
+_stem_of = _stems.__getitem__
 
 
 def index_columns(text: str) -> tuple[str, str]:
@@ -133,7 +135,7 @@ def index_columns(text: str) -> tuple[str, str]:
     """
     norm = text.lower() if text.isascii() else normalise(text)
     tokens = (_WORD_RE if "_" in norm else _WORD_NO_UNDERSCORE_RE).findall(norm)
-    return " ".join(tokens), " ".join([_stems[token] for token in tokens])
+    return " ".join(tokens), " ".join(map(_stem_of, tokens))
 
 
 def _message_text(text: str | None, file_name: str | None, extracted: str | None) -> str:
