@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import json
 import os
@@ -228,8 +229,9 @@ def mutated_exports(
                 del container[key]
             elif kind == "wrong_type":
                 current = container[key]
-                container[key] = draw(
-                    st.sampled_from([v for v in WRONG_VALUES if type(v) is not type(current)])
+                # A copy: a later step may mutate inside it, and the next example draws again.
+                container[key] = copy.deepcopy(
+                    draw(st.sampled_from([v for v in WRONG_VALUES if type(v) is not type(current)]))
                 )
             elif kind == "huge_string":
                 unit = draw(st.sampled_from(["a", "Ж", "😀", "\\"]))
