@@ -119,6 +119,30 @@ def test_conversation_search_answers_per_account_and_across_both(stack: Stack) -
     assert accounts_in(work["results"]) <= {"work"}
 
 
+def test_without_account_the_cli_acts_for_its_own_chatseek_account(stack: Stack) -> None:
+    # The stack started without CHATSEEK_ACCOUNT (its active account is "default"); a shell
+    # that sets the variable searches that account, as the README says.
+    env = {**stack.env, "CHATSEEK_ACCOUNT": "work"}
+
+    def strict_in(*scope: str) -> list[str]:
+        doc = cli_json(env, "messages", "search", "--json", *scope, "--", "tram")
+        return sorted(item["locator"] for item in doc["items"])
+
+    assert strict_in() == [f"tg:work/{SHARED}/{TRAM_POST}"]
+    query = "invoice totals or apple pie for Sunday dinner"
+    hybrid = cli_json(env, "search", "--json", "--", query)
+    assert hybrid["hits"] and accounts_in(hybrid["hits"]) == {"work"}
+    # --account still decides, and --source all still means every account.
+    assert strict_in("--account", "home") == [f"tg:home/{SHARED}/{TRAM_POST}"]
+    assert strict_in("--source", "all") == [
+        f"tg:home/{SHARED}/{TRAM_POST}",
+        f"tg:work/{SHARED}/{TRAM_POST}",
+    ]
+    # Without the variable, the stack's own active account answers, and it holds nothing.
+    refused = cli(stack.env, "messages", "search", "--", "tram", check=False)
+    assert refused.returncode != 0 and "'default' is not in the store" in refused.stderr
+
+
 def test_a_message_deleted_for_one_account_goes_from_that_account_only(stack: Stack) -> None:
     delete_in_fake_world(stack, HOME_USER, SHARED, TRAM_POST)
     report = cli_json(stack.env, "sync", "--account", "home", "--json")

@@ -7,7 +7,9 @@ Heavy packages are never imported here nor at the top of a command module: ``--h
 gRPC, and a command loads what it uses when it runs. Running one command imports (and, without
 cached bytecode, compiles) only the module that registers it (``COMMANDS``); ``--help``, an
 unknown command or none build the whole parser. A reader that goes away (``| head``) ends
-the command quietly with the exit code a SIGPIPE would give.
+the command quietly with the exit code a SIGPIPE would give. Without ``--account``, a command
+acts for this shell's ``CHATSEEK_ACCOUNT`` when it is set, not only for the account the stack
+was started with.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from chatseek_core.version import VERSION
 from chatseek_gateway.cli.common import exit_code_for, print_error
 
 __all__ = ["COMMANDS", "build_parser", "main"]
+
+ACCOUNT_VARIABLE = "CHATSEEK_ACCOUNT"
 
 COMMAND_MODULES = (
     "ops",
@@ -100,6 +104,7 @@ def _run(argv: Sequence[str] | None) -> int:
     except SystemExit:
         sys.stdout.flush()  # `--help | head`: a closed pipe shows here, not in the exit flush
         raise
+    _account_from_environment(args)
     try:
         code = args.handler(args)
     except KeyboardInterrupt:
@@ -115,6 +120,20 @@ def _run(argv: Sequence[str] | None) -> int:
         return exit_code_for(exc)
     sys.stdout.flush()
     return int(code or 0)
+
+
+def _account_from_environment(args: argparse.Namespace) -> None:
+    """``--account`` left out: ``CHATSEEK_ACCOUNT`` of this process, when set.
+
+    The gateway answers an empty account with its own active one, which is the variable as it
+    was when the stack started. A ``--source`` other than the active account (``all``) already
+    says which accounts it means, and keeps the empty account.
+    """
+    if getattr(args, "account", None) != "":
+        return
+    if getattr(args, "source", "active") not in ("", "active", "telegram"):
+        return
+    args.account = os.environ.get(ACCOUNT_VARIABLE, "")
 
 
 def _drop_stdout() -> None:
