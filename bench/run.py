@@ -50,11 +50,28 @@ MESSAGES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
 LOAD_IMPORT = {"10k": 20_000, "100k": 200_000, "1m": 400_000}
 
 
+def _cpu() -> str:
+    """The CPU model, and which bf16 instructions it has: the embedder's speed follows them, so
+    reports from different hosts compare only with this in view."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or "CPU model unknown"
+    fields: dict[str, str] = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = fields.get("flags", "").split()
+    bf16 = ", ".join(flag for flag in ("amx_bf16", "avx512_bf16") if flag in flags)
+    model = fields.get("model name", "CPU model unknown")
+    return f"{model} ({bf16 or 'no bf16 instructions'})"
+
+
 def _machine() -> str:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     blas = os.environ.get("OPENBLAS_CORETYPE")
     return (
-        f"{platform.machine()}, {cpu_count()} CPUs, Python {platform.python_version()},"
+        f"{platform.machine()}, {cpu_count()} CPUs of {_cpu()}, Python {platform.python_version()},"
         f" load average at start {load}" + (f", OPENBLAS_CORETYPE={blas}" if blas else "")
     )
 
