@@ -11,10 +11,15 @@ in ``tests/wire/`` (see ``tests/wire_helpers.py``).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import CallToolResult
 
 from tests.fault_helpers import (
     HOME_USER,
@@ -141,6 +146,47 @@ def test_without_account_the_cli_acts_for_its_own_chatseek_account(stack: Stack)
     # Without the variable, the stack's own active account answers, and it holds nothing.
     refused = cli(stack.env, "messages", "search", "--", "tram", check=False)
     assert refused.returncode != 0 and "'default' is not in the store" in refused.stderr
+
+
+def _structured(result: CallToolResult) -> dict[str, Any]:
+    assert result.structured_content is not None, result.content
+    return result.structured_content
+
+
+async def test_without_account_mcp_over_stdio_acts_for_its_own_chatseek_account(
+    stack: Stack, tmp_path: Path
+) -> None:
+    # An agent's `chatseek mcp` runs with its own environment; the stack's active account is
+    # "default", which holds nothing.
+    def server(account: str | None) -> StdioServerParameters:
+        env = {k: v for k, v in stack.env.items() if k != "CHATSEEK_ACCOUNT"}
+        if account is not None:
+            env["CHATSEEK_ACCOUNT"] = account
+        return StdioServerParameters(
+            command=sys.executable, args=["-m", "chatseek_gateway.cli", "mcp"], env=env
+        )
+
+    def locators(doc: dict[str, Any]) -> list[str]:
+        return sorted(item["locator"] for item in doc["items"])
+
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        async with Client(stdio_client(server("work"), errlog=errlog)) as client:
+            own = _structured(await client.call_tool("messages_search", {"query": "tram"}))
+            every = _structured(
+                await client.call_tool("messages_search", {"query": "tram", "source": "all"})
+            )
+            query = "invoice totals or apple pie for Sunday dinner"
+            hybrid = _structured(await client.call_tool("search", {"query": query}))
+            stats = _structured(
+                await client.call_tool("messages_stats", {"query": "tram", "by": "chat"})
+            )
+        async with Client(stdio_client(server(None), errlog=errlog)) as client:
+            unset = _structured(await client.call_tool("messages_search", {"query": "tram"}))
+    assert locators(own) == [f"tg:work/{SHARED}/{TRAM_POST}"]
+    assert locators(every) == [f"tg:home/{SHARED}/{TRAM_POST}", f"tg:work/{SHARED}/{TRAM_POST}"]
+    assert hybrid["hits"] and accounts_in(hybrid["hits"]) == {"work"}
+    assert accounts_in(stats) == {"work"}, stats
+    assert "'default' is not in the store" in unset["error"], unset
 
 
 def test_a_message_deleted_for_one_account_goes_from_that_account_only(stack: Stack) -> None:

@@ -2,12 +2,16 @@
 
 stdout carries the protocol and nothing else; diagnostics (including the note that the local
 stack is being started) go to stderr. The heavy MCP imports happen only when the command runs.
+Like every command, a tool call that names no account acts for this process's
+``CHATSEEK_ACCOUNT`` when it is set.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 
+from chatseek_gateway.cli import ACCOUNT_VARIABLE
 from chatseek_gateway.cli.common import Subparsers, ensure_gateway, settings
 
 __all__ = ["register"]
@@ -34,4 +38,5 @@ def _ensure_gateway() -> None:
 def _mcp(args: argparse.Namespace) -> int:
     from chatseek_gateway.mcp.stdio import serve_stdio
 
-    return serve_stdio(settings(), ensure=_ensure_gateway, verbose=args.verbose)
+    account = os.environ.get(ACCOUNT_VARIABLE, "")
+    return serve_stdio(settings(), ensure=_ensure_gateway, account=account, verbose=args.verbose)

@@ -4,6 +4,10 @@ A ``grpc.aio`` channel belongs to the event loop it was created in, so the chann
 lazily inside the loop that serves the tools. Before the first call an optional ``ensure`` hook
 runs in a worker thread: the stdio command uses it to start the local stack when no gateway
 answers. A failed ``ensure`` is retried on the next call.
+
+``account`` is the account the tools act for where a call names none. It is empty in the gateway
+process, whose own active account answers such calls; the stdio command sets it to its own
+``CHATSEEK_ACCOUNT``, as the CLI does, since the stack may have been started for another.
 """
 
 from __future__ import annotations
@@ -27,10 +31,14 @@ class GatewayConnection:
         addr: the gateway's ``host:port``.
         ensure: blocking hook run once before the first call (e.g. start the local stack);
             it raises a ``ChatseekError`` when the gateway cannot be reached.
+        account: the account a call acts for when it names none ("": the gateway's active one).
     """
 
-    def __init__(self, addr: str, *, ensure: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, addr: str, *, ensure: Callable[[], None] | None = None, account: str = ""
+    ) -> None:
         self.addr = addr
+        self.account = account
         self._ensure = ensure
         self._channel: grpc.aio.Channel | None = None
         self._stubs: AsyncGatewayStubs | None = None

@@ -104,12 +104,15 @@ def guarded_stdio() -> Iterator[tuple[BinaryIO, BinaryIO]]:
 
 
 async def _serve(
-    settings: Settings, ensure: Callable[[], None] | None, wire: tuple[BinaryIO, BinaryIO]
+    settings: Settings,
+    ensure: Callable[[], None] | None,
+    account: str,
+    wire: tuple[BinaryIO, BinaryIO],
 ) -> None:
     from mcp.server.stdio import stdio_server
 
     wire_in, wire_out = wire
-    gateway = GatewayConnection(settings.addr("gateway"), ensure=ensure)
+    gateway = GatewayConnection(settings.addr("gateway"), ensure=ensure, account=account)
     server = build_server(gateway, settings.config_path)
     lowlevel = server._lowlevel_server  # the SDK's own in-memory client reaches it the same way
     stdin = anyio.wrap_file(io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace"))
@@ -122,13 +125,19 @@ async def _serve(
 
 
 def serve_stdio(
-    settings: Settings, *, ensure: Callable[[], None] | None = None, verbose: bool = False
+    settings: Settings,
+    *,
+    ensure: Callable[[], None] | None = None,
+    account: str = "",
+    verbose: bool = False,
 ) -> int:
     """Serve MCP on this process's stdin/stdout until the client closes stdin.
 
     Args:
         settings: where the gateway is and where the config file lives.
         ensure: blocking hook run before the first gateway call (start the stack).
+        account: the account a tool call acts for when it names none ("": the stack's active
+            account).
         verbose: log at DEBUG (still on stderr).
 
     Returns:
@@ -141,6 +150,6 @@ def serve_stdio(
     )
     log.info("serving MCP over stdio; gateway at %s", settings.addr("gateway"))
     with guarded_stdio() as wire:
-        anyio.run(_serve, settings, ensure, wire)
+        anyio.run(_serve, settings, ensure, account, wire)
     log.info("stdin closed; MCP over stdio stopped")
     return 0

@@ -4,7 +4,8 @@
 streaming operation's final report. ``tool`` wraps each tool method: an expected failure
 (``ChatseekError``, raised by validation or decoded from the gateway) comes back as a normal
 result ``{"error", "reason", "hint", "candidates"?, "field"?}`` (``error_result``); anything else
-is a bug and surfaces as a tool error. One log line per call, without the arguments.
+is a bug and surfaces as a tool error. One log line per call, without the arguments. A request
+that names no account is sent for the connection's account (``with_account``).
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ __all__ = [
     "GatewayCalls",
     "error_result",
     "tool",
+    "with_account",
 ]
 
 log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 Area = TypeVar("Area")
-Req = TypeVar("Req")
+Req = TypeVar("Req", bound="Message")
 Doc = TypeVar("Doc", bound="Message")
 Evt = TypeVar("Evt", bound=Evented)
 ToolMethod = Callable[Concatenate[Area, P], Awaitable[dict[str, Any]]]
@@ -49,6 +51,9 @@ READ_TIMEOUT_S = 60.0
 SEARCH_TIMEOUT_S = 120.0
 WRITE_TIMEOUT_S = 120.0
 SYNC_MARGIN_S = 30.0
+# The request fields ``with_account`` reads by name, whatever the request's type.
+ACCOUNT_FIELD = "account"
+SOURCE_FIELD = "source"
 
 
 def error_result(exc: ChatseekError) -> dict[str, Any]:
@@ -81,6 +86,32 @@ def tool(method: ToolMethod[Area, P]) -> ToolMethod[Area, P]:
     return wrapper
 
 
+def with_account(request: Message, account: str) -> None:
+    """Fill in ``account`` where ``request``, or a request inside it, leaves it empty.
+
+    A request for every account (``source`` all) keeps its empty account: there it means no
+    account in particular. Nothing changes when ``account`` is empty.
+    """
+    if not account:
+        return
+    fields = request.DESCRIPTOR.fields_by_name
+    if ACCOUNT_FIELD in fields and not getattr(request, ACCOUNT_FIELD):
+        if not _for_every_account(request):
+            setattr(request, ACCOUNT_FIELD, account)
+    for field in request.DESCRIPTOR.fields:
+        single = field.message_type is not None and not field.is_repeated
+        if single and request.HasField(field.name):
+            with_account(getattr(request, field.name), account)
+
+
+def _for_every_account(request: Message) -> bool:
+    source = request.DESCRIPTOR.fields_by_name.get(SOURCE_FIELD)
+    if source is None or source.enum_type is None:
+        return False
+    value = source.enum_type.values_by_number.get(getattr(request, SOURCE_FIELD))
+    return value is not None and value.name == "SOURCE_ALL"
+
+
 class GatewayCalls:
     """The gateway calls the tools make, over one connection (which the caller closes).
 
@@ -101,6 +132,7 @@ class GatewayCalls:
     ) -> dict[str, Any]:
         """Call the unary RPC that ``rpc`` picks from the gateway's stubs; its answer as JSON."""
         method = rpc(await self._gateway.stubs())
+        with_account(request, self._gateway.account)
         reply = await call(method, request, timeout=timeout, idempotent=idempotent, peer="gateway")
         return answer_json(reply)
 
@@ -112,6 +144,7 @@ class GatewayCalls:
     ) -> dict[str, Any]:
         """Run a streaming operation; returns its final report (progress is dropped)."""
         method = rpc(await self._gateway.stubs())
+        with_account(request, self._gateway.account)
         report: dict[str, Any] = {}
         responses = stream(method, request, timeout=timeout, peer="gateway")
         async for response in responses:
