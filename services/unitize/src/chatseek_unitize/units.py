@@ -69,12 +69,14 @@ log = logging.getLogger(__name__)
 FEED_NAME = "ingest"
 MESSAGE_EVENT = "message"
 DEFAULT_BATCH = 2000
-# The most stored messages a chat may have to be cut whole in one go (about 220 MiB at the most).
-# A whole cut holds every message and unit of the chat at once (950 MiB for 650k messages). A
-# bigger first-seen chat is cut as its events arrive: a bulk first cut takes about twice the CPU
-# (the open window of each batch is cut again by the next), which is what a chat imported while
-# unitize runs costs anyway. A bigger chat on an older recipe is re-cut page by page (``paged``).
-WHOLE_CUT_MAX = 100_000
+# The most stored messages a chat may have to be cut whole in one go. A whole cut holds every
+# message and unit of the chat at once, about 2.6 KB a message (180 MiB for a 70k-message chat,
+# 950 MiB for 650k); this bounds it near 50 MiB. A bigger first-seen chat is cut as its events
+# arrive, batch by batch, which is what a chat imported while unitize runs costs anyway: on the
+# bench's 1M archive 3-5% more CPU than whole cuts up to 100,000 messages, on its 100k archive
+# about 15%, for a peak of 81 against 272 MiB (bench/PROFILES.md). A bigger chat on an older
+# recipe is re-cut page by page (``paged``).
+WHOLE_CUT_MAX = 20_000
 WINDOW_PAGE = 256
 """Messages read per page while re-cutting windows; doubled when a page closes no window."""
 
