@@ -279,3 +279,57 @@ def test_current_chunks_are_ranked_exactly_among_themselves(
         best = np.argsort(-cosines)[:20]
         assert [u for u, _, _ in found] == [10_000 + current[i] for i in best]
         assert [c for _, c, _ in found] == pytest.approx(cosines[best].tolist(), abs=1e-5)
+
+
+def _rows(codes: knn._Codes) -> list[tuple[int, int, str, str, int, bytes]]:
+    """The live rows of ``codes`` by unit id: chat, kind and account by name, date, code."""
+    kinds = {v: k for k, v in codes.kinds.items()}
+    accounts = {v: k for k, v in codes.accounts.items()}
+    live = np.flatnonzero(codes.alive[: codes.n])
+    out = [
+        (
+            int(codes.unit_ids[r]),
+            int(codes.chat_ids[r]),
+            kinds[int(codes.kind[r])],
+            accounts[int(codes.account[r])],
+            int(codes.dates[r]),
+            codes.codes[:, r].tobytes(),
+        )
+        for r in live
+    ]
+    return sorted(out)
+
+
+def test_a_whole_load_holds_what_loading_unit_by_unit_gives(
+    store: tuple[db.Connection, Space], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conn, space = store
+    vectors = clustered_vectors(300, seed=12)
+    # Written out of id order, with units of two accounts and a unit whose bits are stored
+    # but which embedded_units does not list (so it is not embedded: it must be left out).
+    _store(conn, space, vectors[150:], first_id=150)
+    _store(conn, space, vectors[:150], kind="post")
+    with db.transaction(conn):
+        conn.execute(
+            "UPDATE embedded_units SET account = 'work' WHERE space_id = ? AND unit_id % 3 = 0",
+            (space.space_id,),
+        )
+        conn.execute(
+            "DELETE FROM embedded_units WHERE space_id = ? AND unit_id = 77", (space.space_id,)
+        )
+    monkeypatch.setattr(knn, "LOAD_CHUNK", 7)  # many reads, and columns that grow
+    whole = knn._Codes(DIM, 1)
+    knn._add_units(conn, space, whole, None, expected=1)
+    by_unit = knn._Codes(DIM, 1)
+    ids = [u for u in range(300) if u != 77]
+    for start in range(0, len(ids), 40):
+        knn._add_units(conn, space, by_unit, ids[start : start + 40][::-1])
+    rows = _rows(whole)
+    assert rows == _rows(by_unit)
+    assert [r[0] for r in rows] == ids
+    bits = dict(conn.execute(f"SELECT unit_id, embedding FROM vbit_{space.space_id}").fetchall())
+    for unit_id, chat_id, kind, account, date, code in rows:
+        assert chat_id == unit_id % CHATS and date == BASE_DATE + unit_id * 60
+        assert kind == ("post" if unit_id < 150 else "window" if unit_id % 4 != 2 else "thread")
+        assert account == ("work" if unit_id % 3 == 0 else "default")
+        assert code == bits[unit_id]

@@ -22,9 +22,11 @@ import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from chatseek_core import memory
 from chatseek_core.db import Connection
 from chatseek_vector.spaces import Space, bit_table, float_table
 
@@ -57,7 +59,8 @@ RELOAD_SHARE = 0.1
 # Dead rows above this share of the cached rows: compact the arrays.
 COMPACT_SHARE = 0.25
 GROWTH = 1.5
-LOAD_CHUNK = 65_536
+# Rows read at a time while loading the codes (a chunk's rows are Python tuples: about 4 MiB).
+LOAD_CHUNK = 16_384
 NO_DISTANCE = np.iinfo(np.uint16).max
 _BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(np.float32)
 
@@ -295,42 +298,39 @@ def _changes_head(conn: Connection) -> int:
 
 
 def _add_units(
-    conn: Connection, space: Space, codes: _Codes, unit_ids: Sequence[int] | None
+    conn: Connection,
+    space: Space,
+    codes: _Codes,
+    unit_ids: Sequence[int] | None,
+    expected: int = 0,
 ) -> None:
-    """Append the current rows of ``unit_ids`` (None: every embedded unit) to ``codes``."""
+    """Append the current rows of ``unit_ids`` (None: every embedded unit, about ``expected``
+    of them) to ``codes``.
+
+    ``embedded_units`` decides which units are in and their chat, kind and account; the bit
+    table gives their codes and dates. Rows are read ``LOAD_CHUNK`` at a time, and the
+    metadata is held once, as columns in unit id order (the table's key order, so a whole load
+    sorts nothing): a load holds the codes and about 24 bytes a unit beside them.
+    """
     if unit_ids is None:
         cursor = conn.execute(
-            "SELECT unit_id, chat_id, kind, account FROM embedded_units WHERE space_id = ?",
+            "SELECT unit_id, chat_id, kind, account FROM embedded_units WHERE space_id = ?"
+            " ORDER BY unit_id",
             (space.space_id,),
         )
     else:
         cursor = conn.execute(
             "SELECT e.unit_id, e.chat_id, e.kind, e.account FROM json_each(?) j CROSS JOIN"
-            " embedded_units e ON e.space_id = ? AND e.unit_id = j.value",
+            " embedded_units e ON e.space_id = ? AND e.unit_id = j.value ORDER BY e.unit_id",
             (json.dumps(list(unit_ids)), space.space_id),
         )
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    meta = _Meta(expected if unit_ids is None else len(unit_ids))
     for rows in iter(lambda: cursor.fetchmany(LOAD_CHUNK), []):
-        count = len(rows)
-        parts.append(
-            (
-                np.fromiter((r[0] for r in rows), dtype=np.int64, count=count),
-                np.fromiter((r[1] for r in rows), dtype=np.int64, count=count),
-                np.fromiter(
-                    (codes.label(codes.kinds, r[2]) for r in rows), dtype=np.int32, count=count
-                ),
-                np.fromiter(
-                    (codes.label(codes.accounts, r[3]) for r in rows), dtype=np.int32, count=count
-                ),
-            )
-        )
-    if not parts:
+        meta.extend(codes, rows)
+    if not meta.n:
         return
-    meta_ids = np.concatenate([p[0] for p in parts])
-    order = np.argsort(meta_ids)
-    meta_ids = meta_ids[order]
-    meta = tuple(np.concatenate([p[i] for p in parts])[order] for i in (1, 2, 3))
-    del parts
+    meta_ids, chat_ids, kinds, accounts = meta.columns()
+    del meta
     table = bit_table(space.space_id)
     if unit_ids is None:
         scan = conn.execute(f"SELECT unit_id, embedding, start_date FROM {table}")
@@ -350,12 +350,52 @@ def _add_units(
         at = at[known]
         codes.append(
             chunk_ids[known],
-            meta[0][at],
-            meta[1][at],
-            meta[2][at],
+            chat_ids[at],
+            kinds[at],
+            accounts[at],
             np.fromiter((chunk[i][2] or 0 for i in known), dtype=np.int64, count=len(known)),
             b"".join(chunk[i][1] for i in known),
         )
+
+
+class _Meta:
+    """``embedded_units`` rows as growing columns: unit id, chat id, kind and account labels."""
+
+    def __init__(self, expected: int) -> None:
+        size = max(expected, 1)
+        self.ids = np.empty(size, dtype=np.int64)
+        self.chats = np.empty(size, dtype=np.int64)
+        self.kinds = np.empty(size, dtype=np.int32)
+        self.accounts = np.empty(size, dtype=np.int32)
+        self.n = 0
+
+    def extend(self, codes: _Codes, rows: Sequence[tuple[Any, ...]]) -> None:
+        count = len(rows)
+        end = self.n + count
+        if end > len(self.ids):
+            grown = max(end, int(len(self.ids) * GROWTH))
+            for name in ("ids", "chats", "kinds", "accounts"):
+                old = getattr(self, name)
+                fresh = np.empty(grown, dtype=old.dtype)
+                fresh[: self.n] = old[: self.n]
+                setattr(self, name, fresh)
+        at = slice(self.n, end)
+        self.ids[at] = np.fromiter((r[0] for r in rows), dtype=np.int64, count=count)
+        self.chats[at] = np.fromiter((r[1] for r in rows), dtype=np.int64, count=count)
+        kinds, accounts = codes.kinds, codes.accounts
+        label = codes.label
+        self.kinds[at] = np.fromiter(
+            (label(kinds, r[2]) for r in rows), dtype=np.int32, count=count
+        )
+        self.accounts[at] = np.fromiter(
+            (label(accounts, r[3]) for r in rows), dtype=np.int32, count=count
+        )
+        self.n = end
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The four columns, cut to the rows read."""
+        n = self.n
+        return self.ids[:n], self.chats[:n], self.kinds[:n], self.accounts[:n]
 
 
 def _load(conn: Connection, space: Space) -> _Codes:
@@ -364,18 +404,18 @@ def _load(conn: Connection, space: Space) -> _Codes:
         "SELECT COUNT(*) FROM embedded_units WHERE space_id = ?", (space.space_id,)
     ).fetchone()[0]
     codes = _Codes(space.identity.dim, int(count))
-    _add_units(conn, space, codes, None)
+    _add_units(conn, space, codes, None, int(count))
     codes.seq = head
     return codes
 
 
-def _sync(conn: Connection, space: Space, codes: _Codes) -> _Codes:
-    """Apply the changes after ``codes.seq``; returns the codes to use (maybe reloaded)."""
+def _sync(conn: Connection, space: Space, codes: _Codes) -> _Codes | None:
+    """Apply the changes after ``codes.seq`` to ``codes``; None when they call for a reload."""
     head = _changes_head(conn)
     if head == codes.seq:
         return codes
     if head < codes.seq:
-        return _load(conn, space)
+        return None
     changed = [
         int(r[0])
         for r in conn.execute(
@@ -384,7 +424,7 @@ def _sync(conn: Connection, space: Space, codes: _Codes) -> _Codes:
         )
     ]
     if len(changed) > RELOAD_SHARE * max(codes.n - codes.dead, 1):
-        return _load(conn, space)
+        return None
     if changed:
         codes.forget(changed)
         _add_units(conn, space, codes, changed)
@@ -404,7 +444,16 @@ def _codes_for(conn: Connection, space: Space) -> _Codes:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:
         codes = _registry.get(key)
-        codes = _load(conn, space) if codes is None else _sync(conn, space, codes)
+        if codes is not None:
+            codes = _sync(conn, space, codes)
+        if codes is None:
+            # Let go of the old codes before the new ones are read, so that the two are not
+            # held at once (a query still reading a snapshot of them keeps its arrays).
+            with _registry_lock:
+                _registry.pop(key, None)
+            codes = _load(conn, space)
+            # The rows read on the way are freed but still mapped: give them back now.
+            memory.release()
         with _registry_lock:
             _registry[key] = codes
         return codes
