@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 
 __all__ = [
     "SETTLE_IDLE",
+    "ChildPeaks",
+    "children_of",
     "SETTLE_MAX_S",
     "SETTLE_WINDOW_S",
     "cpu_count",
@@ -102,13 +105,58 @@ def peak_rss_mib(pid: int) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds a live process has used so far; 0 when it cannot be read."""
+    """User plus system CPU seconds a live process has used so far, with those of its children
+    it has waited for (ingest's export reader); 0 when it cannot be read."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    # After the command's closing parenthesis, utime and stime are the 12th and 13th fields.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    # After the command's closing parenthesis: utime, stime, cutime and cstime are the 12th to
+    # 15th fields.
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def children_of(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (none when it cannot be read)."""
+    found: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            found += [int(c) for c in (task / "children").read_text().split()]
+    except OSError:
+        return found
+    return found
+
+
+class ChildPeaks:
+    """The largest ``VmHWM`` of any child of each watched process, sampled on a thread.
+
+    A service's helper process (ingest's export reader) ends before the section reads memory,
+    so its peak is caught while it runs: ``VmHWM`` only grows, so the last sample is at most
+    ``every_s`` short of its peak.
+    """
+
+    def __init__(self, every_s: float = 0.2) -> None:
+        self.every_s = every_s
+        self.watched: dict[str, int] = {}
+        self.peaks: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="child-peaks", daemon=True)
+        self._thread.start()
+
+    def watch(self, name: str, pid: int) -> None:
+        self.watched[name] = pid
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            for name, pid in list(self.watched.items()):
+                for child in children_of(pid):
+                    peak = peak_rss_mib(child)
+                    if peak > self.peaks.get(name, 0.0):
+                        self.peaks[name] = peak
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def run_wall(argv: Sequence[str], env: Mapping[str, str], timeout_s: float = 120.0) -> float:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.measure import cpu_seconds, peak_rss_mib, ratio, timed
+from bench.measure import ChildPeaks, cpu_seconds, peak_rss_mib, ratio, timed
 
 __all__ = ["SCALES", "Stack", "pipeline_section", "stack_env", "stage_done", "words_end_to_end"]
 
@@ -56,6 +56,7 @@ class Stack:
         self.env = env
         self.settings = settings
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.children = ChildPeaks()
 
     def start(self, names: tuple[str, ...]) -> tuple[float, float]:
         """Start ``names``, wait until each is SERVING; returns (spawned, all SERVING) clocks."""
@@ -75,6 +76,7 @@ class Stack:
                 start_new_session=True,
                 cwd=str(self.settings.home),
             )
+            self.children.watch(name, self.procs[name].pid)
             out.close()
         deadline = time.monotonic() + UP_TIMEOUT_S
         pending = set(names)
@@ -94,13 +96,17 @@ class Stack:
         return spawned, time.perf_counter()
 
     def rss(self) -> dict[str, float]:
-        return {name: peak_rss_mib(proc.pid) for name, proc in self.procs.items()}
+        """Each service's peak RSS, and each helper process's (``<service> reader``) beside it."""
+        out = {name: peak_rss_mib(proc.pid) for name, proc in self.procs.items()}
+        out.update({f"{name} reader": peak for name, peak in self.children.peaks.items()})
+        return out
 
     def cpu(self) -> dict[str, float]:
         """CPU seconds (user + system) each running service has used since it started."""
         return {name: cpu_seconds(proc.pid) for name, proc in self.procs.items()}
 
     def stop(self) -> None:
+        self.children.close()
         for proc in self.procs.values():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)

@@ -72,6 +72,11 @@ def _judge(
     return Target(name, bound, value, at, ok(value), note)
 
 
+def _reader_note(imp: dict[str, Any]) -> str:
+    reader = _get(imp, "peak_rss_mib", "ingest reader")
+    return f"its export reader process beside it: {reader} MiB" if reader else ""
+
+
 def _pipeline_targets(pipe: dict[str, Any], at: str, full: bool) -> list[Target]:
     """The pipeline's targets (the performance issue's list), judged at 1M messages."""
     imp = pipe.get("import") or {}
@@ -95,6 +100,7 @@ def _pipeline_targets(pipe: dict[str, Any], at: str, full: bool) -> list[Target]
             at,
             full,
             lambda v: v < 300,
+            _reader_note(imp),
         ),
         _judge(
             "lexical word indexes (msgs/s)",
@@ -573,6 +579,7 @@ def _pipeline_md(scale: str, pipe: dict[str, Any], units: dict[str, Any]) -> lis
     md += [
         "Peak RSS (VmHWM, MiB): " + ", ".join(f"{k} {v}" for k, v in rss.items()),
         f"; import stage alone: ingest {_get(imp, 'peak_rss_mib', 'ingest')},"
+        f" its export reader {_get(imp, 'peak_rss_mib', 'ingest reader') or 'not started'},"
         f" gateway {_get(imp, 'peak_rss_mib', 'gateway')}.",
         "",
     ]

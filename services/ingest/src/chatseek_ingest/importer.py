@@ -9,7 +9,8 @@ Invariants:
   sync) and their history is marked complete once the export's last message of the chat is
   stored; a chat cut short by truncation or a malformed export is not, and the report's
   ``truncated`` warning or the error's ``partial_chat`` names it.
-* A malformed export keeps what was read before the problem and says how far it got.
+* A malformed export keeps what was read before the problem and says how far it got; so does
+  an import whose reader process (``reading``) died.
 * Media files included in the export are read for text right away; absent ones stay pending.
 """
 
@@ -18,16 +19,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 from chatseek_core import db
-from chatseek_core.errors import MalformedExport
+from chatseek_core.errors import ChatseekError, MalformedExport
 from chatseek_ingest import store
-from chatseek_ingest.export import ExportSource, export_slug, iter_export, open_export
-from chatseek_ingest.model import ExportChat, ExportMessage, ExportWarning
+from chatseek_ingest.export import ExportSource, export_slug, open_export
+from chatseek_ingest.model import ExportChat, ExportWarning
+from chatseek_ingest.reading import ReaderFailed, read_prepared
 
 __all__ = ["BATCH_MESSAGES", "ImportReport", "ImportedChat", "ReportWarning", "import_export"]
 
@@ -37,6 +40,7 @@ BATCH_MESSAGES = 5000
 PROGRESS_EVERY_S = 0.5
 
 Progress = Callable[[tuple[int, int, str]], None]
+E = TypeVar("E", bound=ChatseekError)
 
 
 class ImportedChat(TypedDict):
@@ -112,7 +116,7 @@ class _Importer:
         self.on_progress = on_progress
         self.on_commit = on_commit
         self.report = ImportReport(source=source_id)
-        self.buffer: list[ExportMessage] = []
+        self.buffer: list[store.Prepared] = []
         self.chats: dict[int, ImportedChat] = {}
         self.last_progress = 0.0
         self.seen = 0
@@ -137,9 +141,9 @@ class _Importer:
         )
         entry["type"] = chat.type
 
-    def message(self, message: ExportMessage) -> None:
-        self.buffer.append(message)
-        self.seen += 1
+    def messages(self, messages: Sequence[store.Prepared]) -> None:
+        self.buffer.extend(messages)
+        self.seen += len(messages)
         if len(self.buffer) >= BATCH_MESSAGES:
             self.flush()
 
@@ -176,18 +180,16 @@ class _Importer:
             return
         batch, self.buffer = self.buffer, []
         with db.transaction(self.conn):
-            stats = store.store_messages(self.conn, self.account, batch)
+            stats = store.store_prepared(self.conn, self.account, batch)
         report = self.report
         report.new += stats.new
         report.updated += stats.updated
         report.unchanged += stats.unchanged
         for kind, count in stats.media.items():
             report.media[kind] = report.media.get(kind, 0) + count
-        for m in batch:
-            if m.kind == "message":
-                report.messages_imported += 1
-            else:
-                report.service_messages += 1
+        service = sum(map(store.is_service, batch))
+        report.service_messages += service
+        report.messages_imported += len(batch) - service
         if self.on_commit is not None:
             self.on_commit()
         now = time.monotonic()
@@ -195,7 +197,7 @@ class _Importer:
             self.last_progress = now
             self.on_progress((self.seen, 0, f"{len(self.chats)} chats"))
 
-    def stopped(self, error: MalformedExport) -> MalformedExport:
+    def stopped(self, error: E) -> E:
         """``error`` completed with how far the import got (what is read so far is stored)."""
         self.flush()
         with db.transaction(self.conn):
@@ -214,7 +216,7 @@ class _Importer:
             stored,
             len(self.chats),
         )
-        return MalformedExport(f"{error.message}; {progress}", hint=error.hint, metadata=metadata)
+        return type(error)(f"{error.message}; {progress}", hint=error.hint, metadata=metadata)
 
 
 def import_export(
@@ -227,6 +229,7 @@ def import_export(
     on_progress: Progress | None = None,
     on_commit: Callable[[], None] | None = None,
     label: str | None = None,
+    reader_process: bool | None = None,
 ) -> ImportReport:
     """Import the export at ``path`` (a folder or its JSON file) into ``account``.
 
@@ -237,6 +240,8 @@ def import_export(
         on_commit: called after every committed batch (nudges the consumers).
         label: how warnings and errors name the JSON file (the user's own path, when ``path``
             is the service's copy of an upload).
+        reader_process: parse the export in a reader process beside this one (True), here
+            (False), or pick by its size and the cores at hand (None; see ``reading``).
 
     Raises:
         MalformedExport: the file is not an export; everything read before the problem is
@@ -253,14 +258,17 @@ def import_export(
         store.ensure_source(conn, account, source_id, "import", folder_name or source.root.name)
     importer = _Importer(conn, account, source, source_id, chat_title, on_progress, on_commit)
     try:
-        for record in iter_export(source):
-            if isinstance(record, ExportMessage):
-                importer.message(record)
-            elif isinstance(record, ExportChat):
-                importer.chat(record)
-            else:
-                importer.warning(record)
+        with closing(read_prepared(source, process=reader_process)) as records:
+            for record in records:
+                if isinstance(record, list):
+                    importer.messages(record)
+                elif isinstance(record, ExportChat):
+                    importer.chat(record)
+                else:
+                    importer.warning(record)
     except MalformedExport as error:
+        raise importer.stopped(error) from None
+    except ReaderFailed as error:
         raise importer.stopped(error) from None
     importer.flush()
     importer.close_chat()

@@ -17,6 +17,7 @@ import operator
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
+from typing import cast
 
 from chatseek_core import db, feed
 from chatseek_core.db import Connection
@@ -26,16 +27,20 @@ from chatseek_ingest.schema import OWNER
 
 __all__ = [
     "FEED_KIND",
+    "Prepared",
     "StoreStats",
     "delete_chat",
     "delete_messages",
     "ensure_account",
     "ensure_source",
+    "is_service",
     "message_hash",
+    "prepare",
     "refresh_counts",
     "set_extracted",
     "status",
     "store_messages",
+    "store_prepared",
     "upsert_chat",
 ]
 
@@ -198,6 +203,57 @@ def _lookup(
     return found
 
 
+Prepared = tuple[
+    int, int, tuple[object, ...], tuple[object, ...] | None, tuple[int, str, str] | None
+]
+"""A message as the store writes it, made without the database: ``(chat_id, msg_id, values,
+media, sender)``, where ``values`` are the message columns after the identity
+(``_UPDATED_COLUMNS``, the content hash among them) but ``norm_text``, which only a changed
+message needs, ``media`` the media row without its ``mid`` and ``sender`` ``(sender_id, kind,
+display name)``, each None where there is none. Plain values only, so that a reader process
+can hand it over cheaply."""
+
+_TEXT = _UPDATED_COLUMNS.index("text")
+_NORM = _UPDATED_COLUMNS.index("norm_text")
+_KIND = _UPDATED_COLUMNS.index("kind")
+_DIGEST = _UPDATED_COLUMNS.index("content_hash") - 1
+
+
+def prepare(m: ExportMessage) -> Prepared:
+    """What ``store_prepared`` writes for message ``m``: everything that does not read the store."""
+    values = (
+        m.date,
+        m.edit_date,
+        m.kind,
+        m.sender_id,
+        m.sender_name,
+        m.text,
+        _JSON.encode(m.entities) if m.entities else None,
+        m.reply_to_msg_id,
+        m.reply_to_peer_id,
+        m.topic_id,
+        m.forwarded_from,
+        m.via_bot,
+        m.reactions_total,
+        _JSON.encode(m.reactions) if m.reactions else None,
+        m.service_action,
+        int(m.has_link),
+        _json_list(_mentions(m)),
+        message_hash(m),
+        m.grouped_id,
+    )
+    media = None if m.media is None else _media_values(m.media)
+    sender = None
+    if m.sender_id is not None and m.sender_name:
+        sender = (m.sender_id, m.sender_kind or "user", m.sender_name)
+    return (m.chat_id, m.msg_id, values, media, sender)
+
+
+def is_service(p: Prepared) -> bool:
+    """Whether prepared message ``p`` is a service message (a join, a pin, a title change)."""
+    return p[2][_KIND] != "message"
+
+
 def store_messages(conn: Connection, account: str, messages: Sequence[ExportMessage]) -> StoreStats:
     """Upsert ``messages`` (any chats, already upserted) and announce what changed.
 
@@ -207,15 +263,20 @@ def store_messages(conn: Connection, account: str, messages: Sequence[ExportMess
     Returns:
         Counts of new, updated and unchanged messages and media by kind.
     """
+    return store_prepared(conn, account, [prepare(m) for m in messages])
+
+
+def store_prepared(conn: Connection, account: str, messages: Sequence[Prepared]) -> StoreStats:
+    """``store_messages`` for messages already through ``prepare``."""
     stats = StoreStats()
     for run in _distinct_runs(messages):
         _store_run(conn, account, run, stats)
     return stats
 
 
-def _distinct_runs(messages: Sequence[ExportMessage]) -> Iterator[Sequence[ExportMessage]]:
+def _distinct_runs(messages: Sequence[Prepared]) -> Iterator[Sequence[Prepared]]:
     """``messages`` cut into consecutive runs in which no ``(chat_id, msg_id)`` repeats."""
-    keys = [(m.chat_id, m.msg_id) for m in messages]
+    keys = [(p[0], p[1]) for p in messages]
     if len(set(keys)) == len(keys):
         if messages:
             yield messages
@@ -232,15 +293,15 @@ def _distinct_runs(messages: Sequence[ExportMessage]) -> Iterator[Sequence[Expor
 
 
 def _store_run(
-    conn: Connection, account: str, messages: Sequence[ExportMessage], stats: StoreStats
+    conn: Connection, account: str, messages: Sequence[Prepared], stats: StoreStats
 ) -> None:
-    """``store_messages`` for messages whose keys are distinct.
+    """``store_prepared`` for messages whose keys are distinct.
 
     A new message gets ``mid`` = the largest stored ``mid`` + 1, in order: what SQLite itself
     assigns to an INTEGER PRIMARY KEY (no AUTOINCREMENT) inside this write transaction, given
     here so that new rows need no second lookup and can be inserted grouped by their NULLs.
     """
-    existing = _lookup(conn, account, [(m.chat_id, m.msg_id) for m in messages])
+    existing = _lookup(conn, account, [(p[0], p[1]) for p in messages])
     next_mid = int(conn.execute("SELECT COALESCE(MAX(mid), 0) FROM messages").fetchone()[0]) + 1
     inserts: list[tuple[object, ...]] = []
     updates: list[tuple[object, ...]] = []
@@ -248,52 +309,32 @@ def _store_run(
     media_gone: list[tuple[int]] = []
     senders: dict[int, tuple[str, str]] = {}
     events = []
-    for m in messages:
-        digest = message_hash(m)
-        before = existing.get((m.chat_id, m.msg_id))
-        if before is not None and before[1] == digest:
+    for chat_id, msg_id, prepared, media, sender in messages:
+        before = existing.get((chat_id, msg_id))
+        if before is not None and before[1] == prepared[_DIGEST]:
             stats.unchanged += 1
             continue
-        values = (
-            m.date,
-            m.edit_date,
-            m.kind,
-            m.sender_id,
-            m.sender_name,
-            m.text,
-            _JSON.encode(m.entities) if m.entities else None,
-            normalise(m.text),
-            m.reply_to_msg_id,
-            m.reply_to_peer_id,
-            m.topic_id,
-            m.forwarded_from,
-            m.via_bot,
-            m.reactions_total,
-            _JSON.encode(m.reactions) if m.reactions else None,
-            m.service_action,
-            int(m.has_link),
-            _json_list(_mentions(m)),
-            digest,
-            m.grouped_id,
-        )
+        values = (*prepared[:_NORM], normalise(cast(str, prepared[_TEXT])), *prepared[_NORM:])
         if before is None:
             stats.new += 1
             mid = next_mid
             next_mid += 1
-            inserts.append((mid, account, m.chat_id, m.msg_id, *values))
+            inserts.append((mid, account, chat_id, msg_id, *values))
         else:
             stats.updated += 1
             mid = before[0]
             updates.append((*values, mid))
-        if m.media is not None:
-            media_rows.append(_media_row(mid, m.media, stats))
+        if media is not None:
+            kind = str(media[0])
+            stats.media[kind] = stats.media.get(kind, 0) + 1
+            media_rows.append((mid, *media))
         elif before is not None:
             # A new mid has no media row: a deleted message's media went with it (ON DELETE
             # CASCADE), so only a stored message can have media to lose.
             media_gone.append((mid,))
-        if m.sender_id is not None and m.sender_name:
-            senders[m.sender_id] = (m.sender_kind or "user", m.sender_name)
-        events.append((FEED_KIND, account, m.chat_id, m.msg_id, "upsert"))
+        if sender is not None:
+            senders[sender[0]] = (sender[1], sender[2])
+        events.append((FEED_KIND, account, chat_id, msg_id, "upsert"))
     for bound, rows in _by_nulls(updates).items():
         assignments = ", ".join(
             f"{column} = {'?' if b else 'NULL'}"
@@ -317,13 +358,12 @@ def _store_run(
     feed.append(conn, events)
 
 
-def _media_row(mid: int, media: ExportMedia, stats: StoreStats) -> tuple[object, ...]:
-    stats.media[media.kind] = stats.media.get(media.kind, 0) + 1
+def _media_values(media: ExportMedia) -> tuple[object, ...]:
+    """A media row without its ``mid``."""
     extra = dict(media.extra)
     if media.path:
         extra["export_path"] = media.path
     return (
-        mid,
         media.kind,
         media.file_name,
         media.mime,
