@@ -693,6 +693,51 @@ def test_a_scoped_pass_reads_and_counts_only_the_chats_it_names(
     )
 
 
+def test_a_scoped_pass_fetches_each_row_once_chat_by_chat_oldest_first_in_small_batches(
+    conn: Connection,
+) -> None:
+    other = -2002
+    with db.transaction(conn):
+        conn.execute(
+            "INSERT INTO chats (account, chat_id, type, title) VALUES (?, ?, 'group', 'B')",
+            (ACCOUNT, other),
+        )
+        # Two chats, dates out of id order and shared by several messages (the batch boundary
+        # falls between equal dates), and a message without media in between.
+        for chat_id, msg_id, date in (
+            (CHAT_ID, 5, 100), (CHAT_ID, 3, 100), (CHAT_ID, 4, 50), (CHAT_ID, 9, 100),
+            (CHAT_ID, 1, 300), (other, 2, 10), (other, 7, 10), (other, 8, 5),
+        ):  # fmt: skip
+            mid = conn.execute(
+                "INSERT INTO messages (account, chat_id, msg_id, date, text)"
+                " VALUES (?, ?, ?, ?, '')",
+                (ACCOUNT, chat_id, msg_id, date),
+            ).lastrowid
+            conn.execute(
+                "INSERT INTO messages (account, chat_id, msg_id, date, text)"
+                " VALUES (?, ?, ?, ?, 'no media')",
+                (ACCOUNT, chat_id, 100 + msg_id, date),
+            )
+            conn.execute(
+                "INSERT INTO media (mid, kind, file_name) VALUES (?, 'document', 'a.pdf')", (mid,)
+            )
+    seen: list[tuple[int, int]] = []
+
+    def fetch(row: MediaRow, tmpdir: Path) -> Path | None:
+        seen.append((row.chat_id, row.msg_id))
+        return None  # unfetchable: every row stays pending while the pass goes on
+
+    report = extract_pending(
+        conn, fetch=fetch, batch_size=2, scope=Scope(ACCOUNT, (CHAT_ID, other, CHAT_ID))
+    )
+    assert report.unfetchable == 8
+    # By (date, mid) within each chat: mids follow the insertion order above.
+    assert seen == [
+        (CHAT_ID, 4), (CHAT_ID, 5), (CHAT_ID, 3), (CHAT_ID, 9), (CHAT_ID, 1),
+        (other, 8), (other, 2), (other, 7),
+    ]  # fmt: skip
+
+
 def test_a_fetch_error_fails_the_row_and_an_abort_stops_the_pass_cleanly(
     conn: Connection, tmp_path: Path
 ) -> None:
