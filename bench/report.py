@@ -74,7 +74,7 @@ def _judge(
 
 def _reader_note(imp: dict[str, Any]) -> str:
     reader = _get(imp, "peak_rss_mib", "ingest reader")
-    return f"its export reader process beside it: {reader} MiB" if reader else ""
+    return f"its reader process beside it: {reader} MiB" if reader else ""
 
 
 def _pipeline_targets(pipe: dict[str, Any], at: str, full: bool) -> list[Target]:
@@ -579,7 +579,7 @@ def _pipeline_md(scale: str, pipe: dict[str, Any], units: dict[str, Any]) -> lis
     md += [
         "Peak RSS (VmHWM, MiB): " + ", ".join(f"{k} {v}" for k, v in rss.items()),
         f"; import stage alone: ingest {_get(imp, 'peak_rss_mib', 'ingest')},"
-        f" its export reader {_get(imp, 'peak_rss_mib', 'ingest reader') or 'not started'},"
+        f" its reader process {_get(imp, 'peak_rss_mib', 'ingest reader') or 'not started'},"
         f" gateway {_get(imp, 'peak_rss_mib', 'gateway')}.",
         "",
     ]
