@@ -116,7 +116,7 @@ def _from_process(source: ExportSource) -> Generator[Record, None, None]:
         stdout=subprocess.PIPE,
     )
     assert proc.stdout is not None
-    log.debug("reading %s in process %d", source.label or source.json_path, proc.pid)
+    log.info("reading %s in reader process %d", source.label or source.json_path, proc.pid)
     # A thread drains the pipe while this one writes, or the reader would wait on a full pipe
     # through every commit; it holds at most ``IN_FLIGHT`` frames.
     frames: queue.Queue[bytes | None] = queue.Queue(IN_FLIGHT)
