@@ -105,8 +105,12 @@ def peak_rss_mib(pid: int) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds a live process has used so far, with those of its children
-    it has waited for (ingest's export reader); 0 when it cannot be read."""
+    """User plus system CPU seconds a live process has used so far, with its children's, running
+    or waited for (ingest's export reader); 0 when it cannot be read."""
+    return _cpu_of(pid) + sum(_cpu_of(child) for child in children_of(pid))
+
+
+def _cpu_of(pid: int) -> float:
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:

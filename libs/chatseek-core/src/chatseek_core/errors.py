@@ -45,9 +45,10 @@ Anything that is not a ``ChatseekError`` is a bug and travels as INTERNAL.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import grpc
+if TYPE_CHECKING:
+    import grpc
 
 __all__ = [
     "AlreadyExists",
@@ -89,6 +90,24 @@ __all__ = [
 ]
 
 
+class _StatusCode:
+    """A class's gRPC status code, named here and looked up on first read.
+
+    Importing the errors then does not import grpc (about 22 MiB), which a process that only
+    raises them, such as ingest's export reader, never needs.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: object, owner: type | None = None) -> grpc.StatusCode:
+        import grpc
+
+        return grpc.StatusCode[self.name]
+
+
 class ChatseekError(Exception):
     """An expected failure with a stable reason, a user-facing hint and structured metadata.
 
@@ -100,7 +119,7 @@ class ChatseekError(Exception):
         retry_after_s: seconds after which a retry may succeed (overload, flood waits).
     """
 
-    code: ClassVar[grpc.StatusCode] = grpc.StatusCode.INTERNAL
+    code = _StatusCode("INTERNAL")
     reason: ClassVar[str] = "INTERNAL"
 
     def __init__(
@@ -135,7 +154,7 @@ class ChatseekError(Exception):
 
 
 class InvalidArgument(ChatseekError):
-    code = grpc.StatusCode.INVALID_ARGUMENT
+    code = _StatusCode("INVALID_ARGUMENT")
     reason = "INVALID_ARGUMENT"
 
 
@@ -179,7 +198,7 @@ class MalformedExport(InvalidArgument):
 
 
 class NotFound(ChatseekError):
-    code = grpc.StatusCode.NOT_FOUND
+    code = _StatusCode("NOT_FOUND")
     reason = "NOT_FOUND"
 
 
@@ -196,7 +215,7 @@ class ModelNotFound(NotFound):
 
 
 class AlreadyExists(ChatseekError):
-    code = grpc.StatusCode.ALREADY_EXISTS
+    code = _StatusCode("ALREADY_EXISTS")
     reason = "ALREADY_EXISTS"
 
 
@@ -204,7 +223,7 @@ class AlreadyExists(ChatseekError):
 
 
 class FailedPrecondition(ChatseekError):
-    code = grpc.StatusCode.FAILED_PRECONDITION
+    code = _StatusCode("FAILED_PRECONDITION")
     reason = "FAILED_PRECONDITION"
 
 
@@ -246,7 +265,7 @@ class ConfirmationRequired(FailedPrecondition):
 
 
 class Unavailable(ChatseekError):
-    code = grpc.StatusCode.UNAVAILABLE
+    code = _StatusCode("UNAVAILABLE")
     reason = "UNAVAILABLE"
 
 
@@ -269,7 +288,7 @@ class StorageError(Unavailable):
 
 
 class ResourceExhausted(ChatseekError):
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    code = _StatusCode("RESOURCE_EXHAUSTED")
     reason = "RESOURCE_EXHAUSTED"
 
 
@@ -282,12 +301,12 @@ class Overloaded(ResourceExhausted):
 
 
 class DeadlineExceeded(ChatseekError):
-    code = grpc.StatusCode.DEADLINE_EXCEEDED
+    code = _StatusCode("DEADLINE_EXCEEDED")
     reason = "DEADLINE_EXCEEDED"
 
 
 class Unauthenticated(ChatseekError):
-    code = grpc.StatusCode.UNAUTHENTICATED
+    code = _StatusCode("UNAUTHENTICATED")
     reason = "UNAUTHENTICATED"
 
 
