@@ -96,9 +96,10 @@ class Stack:
         return spawned, time.perf_counter()
 
     def rss(self) -> dict[str, float]:
-        """Each service's peak RSS, and each helper process's (``<service> reader``) beside it."""
+        """Each service's peak RSS, and beside it the largest of its child processes
+        (``<service> children``: ingest's export reader, Tesseract while it reads media)."""
         out = {name: peak_rss_mib(proc.pid) for name, proc in self.procs.items()}
-        out.update({f"{name} reader": peak for name, peak in self.children.peaks.items()})
+        out.update({f"{name} children": peak for name, peak in self.children.peaks.items()})
         return out
 
     def cpu(self) -> dict[str, float]:
