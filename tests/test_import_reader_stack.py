@@ -10,6 +10,7 @@ from typing import Any
 from chatseek_core import db
 from chatseek_ingest.importer import import_export
 from chatseek_ingest.reading import PROCESS_MIN_BYTES
+from chatseek_testing.exports import export_message
 from chatseek_testing.telegram import ingest_db
 from tests.stack_helpers import cli, cli_json, stack_env
 
@@ -27,16 +28,7 @@ def _export(folder: Path) -> tuple[Path, int]:
         while out.tell() < PROCESS_MIN_BYTES + 4096:
             count += 1
             text = f"{count}: {TEXT}"
-            row: dict[str, Any] = {
-                "id": count,
-                "type": "message",
-                "date": "2024-01-01T10:00:00",
-                "date_unixtime": str(BASE_UNIX + 60 * count),
-                "from": f"User {count % 30}",
-                "from_id": f"user{5000 + count % 30}",
-                "text": text,
-                "text_entities": [{"type": "plain", "text": text}],
-            }
+            row = export_message(count, text, unix=BASE_UNIX + 60 * count, sender=5000 + count % 30)
             if count % 5 == 0:
                 row["reply_to_message_id"] = count - 2
             out.write(("" if count == 1 else ",\n") + json.dumps(row, ensure_ascii=False))

@@ -22,6 +22,7 @@ from chatseek_core.errors import MalformedExport
 from chatseek_ingest import reading
 from chatseek_ingest.export import open_export
 from chatseek_ingest.importer import BATCH_MESSAGES, ImportReport, import_export
+from chatseek_testing.exports import export_message
 from chatseek_testing.telegram import ingest_db
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "exports"
@@ -34,22 +35,13 @@ TABLES = ("accounts", "sources", "chats", "senders", "messages", "media", "_feed
 
 def _message(mid: int) -> dict[str, Any]:
     text = f"сообщение {mid}: renting a flat near the beach, price {mid % 997} EUR"
-    row: dict[str, Any] = {
-        "id": mid,
-        "type": "message",
-        "date": "2024-01-01T10:00:00",
-        "date_unixtime": str(BASE_UNIX + 60 * mid),
-        "from": f"User {mid % 40}",
-        "from_id": f"user{1000 + mid % 40}",
-        "text": text,
-        "text_entities": [{"type": "plain", "text": text}],
-    }
+    extra: dict[str, Any] = {}
     if mid % 7 == 0:
-        row["reply_to_message_id"] = mid - 3
+        extra["reply_to_message_id"] = mid - 3
     if mid % 11 == 0:
-        row["edited"] = "2024-01-02T10:00:00"
-        row["edited_unixtime"] = str(BASE_UNIX + 60 * mid + 30)
-    return row
+        extra["edited"] = "2024-01-02T10:00:00"
+        extra["edited_unixtime"] = str(BASE_UNIX + 60 * mid + 30)
+    return export_message(mid, text, unix=BASE_UNIX + 60 * mid, sender=1000 + mid % 40, **extra)
 
 
 def _write(path: Path, count: int, *, broken_at: int | None = None) -> Path:
