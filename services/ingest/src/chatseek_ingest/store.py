@@ -402,16 +402,30 @@ def set_extracted(
     conn: Connection, mid: int, state: str, text: str | None, error: str | None = None
 ) -> None:
     """Record the outcome of reading a message's media and announce the message again."""
-    conn.execute(
+    set_extracted_many(conn, [(mid, state, text, error)])
+
+
+def set_extracted_many(
+    conn: Connection, outcomes: Sequence[tuple[int, str, str | None, str | None]]
+) -> None:
+    """``set_extracted`` for each ``(mid, state, text, error)``; a message whose media gave
+    text is announced again."""
+    conn.executemany(
         "UPDATE media SET extract_state = ?, extracted_text = ?, extract_error = ?,"
         " extracted_at = unixepoch() WHERE mid = ?",
-        (state, text, error, mid),
+        [(state, text, error, mid) for mid, state, text, error in outcomes],
     )
-    row = conn.execute(
-        "SELECT account, chat_id, msg_id FROM messages WHERE mid = ?", (mid,)
-    ).fetchone()
-    if row is not None and text:
-        feed.append(conn, [(FEED_KIND, row[0], row[1], row[2], "upsert")])
+    events = []
+    for mid, _, text, _ in outcomes:
+        if not text:
+            continue
+        row = conn.execute(
+            "SELECT account, chat_id, msg_id FROM messages WHERE mid = ?", (mid,)
+        ).fetchone()
+        if row is not None:
+            events.append((FEED_KIND, row[0], row[1], row[2], "upsert"))
+    if events:
+        feed.append(conn, events)
 
 
 def delete_messages(conn: Connection, account: str, chat_id: int, msg_ids: Sequence[int]) -> int:
