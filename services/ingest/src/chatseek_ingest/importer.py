@@ -29,6 +29,7 @@ from chatseek_core import db
 from chatseek_core.errors import ChatseekError, MalformedExport
 from chatseek_ingest import store
 from chatseek_ingest.export import ExportSource, export_slug, open_export
+from chatseek_ingest.export.arriving import Growth
 from chatseek_ingest.model import ExportChat, ExportWarning
 from chatseek_ingest.reading import ReaderFailed, read_prepared
 
@@ -230,6 +231,7 @@ def import_export(
     on_commit: Callable[[], None] | None = None,
     label: str | None = None,
     reader_process: bool | None = None,
+    growth: Growth | None = None,
 ) -> ImportReport:
     """Import the export at ``path`` (a folder or its JSON file) into ``account``.
 
@@ -242,6 +244,8 @@ def import_export(
             is the service's copy of an upload).
         reader_process: parse the export in a reader process beside this one (True), here
             (False), or pick by its size and the cores at hand (None; see ``reading``).
+        growth: set when the JSON file is still arriving (an upload imported as it comes):
+            its reads wait for the bytes not yet written.
 
     Raises:
         MalformedExport: the file is not an export; everything read before the problem is
@@ -249,8 +253,8 @@ def import_export(
             in part) say how far it got.
     """
     source = open_export(path)
-    if label:
-        source = dataclasses.replace(source, label=label)
+    if label or growth is not None:
+        source = dataclasses.replace(source, label=label or source.label, growth=growth)
     slug = export_slug(Path(folder_name) if folder_name else source.root, chat_title)
     source_id = f"import:{slug}"
     with db.transaction(conn):

@@ -16,6 +16,10 @@ Invariants:
   the export again completes it.
 * Memory stays bounded: the reader blocks while the pipe is full, and the pipe is drained into
   at most ``IN_FLIGHT`` lists. Closing the iterator early stops the reader.
+* An export still arriving (``ExportSource.growth``) is read as it comes: a thread tells the
+  reader process on its stdin how many bytes have arrived (``<size>`` lines, then ``end
+  <size>``). Should the upload stop first, the reader's stdin closes without an end, it exits,
+  and the import stops with ``ReaderFailed`` as above.
 """
 
 from __future__ import annotations
@@ -37,9 +41,17 @@ from typing import IO
 from chatseek_core.errors import MalformedExport, StorageError
 from chatseek_ingest import store
 from chatseek_ingest.export import ExportSource, iter_export
+from chatseek_ingest.export.arriving import ArrivalStopped, Growth
 from chatseek_ingest.model import ExportChat, ExportMessage, ExportWarning
 
-__all__ = ["BATCH", "PROCESS_MIN_BYTES", "ReaderFailed", "Record", "read_prepared"]
+__all__ = [
+    "BATCH",
+    "PROCESS_MIN_BYTES",
+    "ReaderFailed",
+    "Record",
+    "read_prepared",
+    "worth_a_process",
+]
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +83,14 @@ def read_prepared(
             export's size and the cores this process may use (None).
     """
     if process is None:
-        process = source.size >= PROCESS_MIN_BYTES and _cores() >= 2
+        process = worth_a_process(source.size)
     return _from_process(source) if process else _in_process(source)
+
+
+def worth_a_process(size: int) -> bool:
+    """Whether an export of ``size`` bytes is best read in a reader process: one big enough
+    to repay the process's start, on a machine with a core to spare."""
+    return size >= PROCESS_MIN_BYTES and _cores() >= 2
 
 
 def _cores() -> int:
@@ -108,15 +126,21 @@ def _from_process(source: ExportSource) -> Generator[Record, None, None]:
             "root": str(source.root),
             "size": source.size,
             "label": source.label,
+            "arriving": source.growth is not None,
         }
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "chatseek_ingest.reading", spec],
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if source.growth is None else subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
     assert proc.stdout is not None
     log.info("reading %s in reader process %d", source.label or source.json_path, proc.pid)
+    if source.growth is not None:
+        assert proc.stdin is not None
+        threading.Thread(
+            target=_tell, args=(source.growth, proc.stdin), name="export-arrival", daemon=True
+        ).start()
     # A thread drains the pipe while this one writes, or the reader would wait on a full pipe
     # through every commit; it holds at most ``IN_FLIGHT`` frames.
     frames: queue.Queue[bytes | None] = queue.Queue(IN_FLIGHT)
@@ -167,6 +191,43 @@ def _drain(stream: IO[bytes], frames: queue.Queue[bytes | None]) -> None:
         return
 
 
+def _tell(growth: Growth, stream: IO[bytes]) -> None:
+    """Write to the reader's stdin how much of the export has arrived, until it has ended.
+
+    Stops quietly when the upload stops (the stdin closes without an end, and the reader
+    exits) or the reader has gone (a broken pipe).
+    """
+    told = 0
+    with contextlib.suppress(ArrivalStopped, BrokenPipeError, ValueError), stream:
+        while True:
+            size, ended = growth.wait_for(told + 1)
+            if ended:
+                stream.write(b"end %d\n" % size)
+                return
+            stream.write(b"%d\n" % size)
+            stream.flush()
+            told = size
+
+
+class _Told:
+    """The reader process's ``Growth``: the sizes the importing process writes to its stdin."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self._size = 0
+        self._ended = False
+
+    def wait_for(self, size: int | None) -> tuple[int, bool]:
+        while not self._ended and (size is None or self._size < size):
+            line = self._stream.readline()
+            if not line.endswith(b"\n"):
+                raise ArrivalStopped("the upload stopped before the export's end")
+            word = line.split()
+            self._ended = word[0] == b"end"
+            self._size = int(word[-1])
+        return self._size, self._ended
+
+
 def _send(stream: IO[bytes], item: object) -> None:
     body = pickle.dumps(item, pickle.HIGHEST_PROTOCOL)
     stream.write(_FRAME.pack(len(body)))
@@ -177,7 +238,11 @@ def _serve(spec: str, out: IO[bytes]) -> None:
     """The reader process: every record of the export onto ``out``, then an end mark."""
     fields = json.loads(spec)
     source = ExportSource(
-        Path(fields["json_path"]), Path(fields["root"]), int(fields["size"]), fields["label"]
+        Path(fields["json_path"]),
+        Path(fields["root"]),
+        int(fields["size"]),
+        fields["label"],
+        _Told(sys.stdin.buffer) if fields["arriving"] else None,
     )
     try:
         for record in _in_process(source):
@@ -195,6 +260,7 @@ if __name__ == "__main__":
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     try:
         _serve(sys.argv[1], _out)
-    except BrokenPipeError:
-        # The importing process stopped reading (it failed or was stopped): nothing to tell it.
+    except (BrokenPipeError, ArrivalStopped):
+        # The importing process stopped reading, or the upload stopped before the export's
+        # end: nothing to tell it.
         os._exit(1)

@@ -8,21 +8,24 @@ is removed however the import ends (a SIGKILL's leftovers go at the next start).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from io import BufferedWriter
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
 
-from chatseek_core import db
-from chatseek_core.aio import stream_progress, to_thread
+from chatseek_core import db, memory
+from chatseek_core.aio import progress_stream, to_thread
 from chatseek_core.errors import InvalidArgument
-from chatseek_ingest.importer import import_export
+from chatseek_ingest.export.arriving import Arrival, Growth
+from chatseek_ingest.importer import ImportReport, import_export
 from chatseek_ingest.media import read_export_media
+from chatseek_ingest.reading import PROCESS_MIN_BYTES, worth_a_process
 
 __all__ = [
     "TMP_DIR",
@@ -125,70 +128,166 @@ async def _work_folder(data_dir: Path) -> AsyncIterator[Path]:
         await to_thread(shutil.rmtree, workdir, True)
 
 
-async def _receive(
-    items: AsyncIterator[UploadItem], workdir: Path, started: list[UploadStart]
-) -> AsyncIterator[Progress]:
-    """Write the uploaded files under ``workdir``; the start item is appended to ``started``.
+class _Files:
+    """The uploaded files being written under a work folder, by upload path."""
+
+    def __init__(self, workdir: Path) -> None:
+        self._workdir = workdir
+        self._open: dict[str, tuple[BufferedWriter, list[int]]] = {}
+        self._whole: set[str] = set()
+
+    async def write(self, chunk: UploadChunk) -> int:
+        """Append ``chunk`` to its file (flushed); returns the bytes that file holds now.
+
+        Raises:
+            InvalidArgument: an unsafe path, or a chunk after its file's last one.
+        """
+        rel = _safe_relative(chunk.path)
+        if chunk.path in self._whole:
+            raise InvalidArgument(
+                f"upload file {chunk.path!r} has a chunk after its last one",
+                hint="send each file's chunks in order, marking only the final one last",
+                metadata={"field": "chunk.last"},
+            )
+        entry = self._open.get(chunk.path)
+        if entry is None:
+            handle = await to_thread(_open_upload, self._workdir / rel)
+            entry = self._open[chunk.path] = (handle, [0])
+        handle, size = entry
+        await to_thread(_write_flushed, handle, chunk.data)
+        size[0] += len(chunk.data)
+        if chunk.last:
+            await to_thread(handle.close)
+            del self._open[chunk.path]
+            self._whole.add(chunk.path)
+        return size[0]
+
+    async def close(self) -> None:
+        for handle, _ in self._open.values():
+            await to_thread(handle.close)
+        self._open.clear()
+
+
+def _write_flushed(handle: BufferedWriter, data: bytes) -> None:
+    handle.write(data)
+    handle.flush()
+
+
+class _Job:
+    """One upload's import, given its start: where its JSON file is and how it is named."""
+
+    def __init__(
+        self,
+        start: UploadStart,
+        workdir: Path,
+        connect: Callable[[], db.Connection],
+        account: str,
+        on_commit: Callable[[], None],
+        on_progress: Callable[[object], None],
+    ) -> None:
+        self.start = start
+        self.json_name = start.json_name or DEFAULT_JSON_NAME
+        self.json_path = workdir / _safe_relative(self.json_name)
+        self.workdir = workdir
+        self.connect = connect
+        self.account = account
+        self.on_commit = on_commit
+        self.on_progress = on_progress
+
+    def is_json(self, chunk: UploadChunk) -> bool:
+        return PurePosixPath(chunk.path) == PurePosixPath(self.json_name)
+
+    def run(self, growth: Growth | None) -> ImportReport:
+        """Import the JSON file (still arriving when ``growth`` is set; then in a reader
+        process) and return the report."""
+        start = self.start
+        label = start.json_path or str(PurePosixPath(start.folder_name or ".") / self.json_name)
+        try:
+            return import_export(
+                self.connect(),
+                self.account,
+                self.json_path,
+                folder_name=start.folder_name or None,
+                chat_title=start.chat_title or None,
+                on_progress=lambda p: self.on_progress(("import", *p)),
+                on_commit=self.on_commit,
+                label=label,
+                reader_process=True if growth is not None else None,
+                growth=growth,
+            )
+        finally:
+            memory.release()
+
+    def read_media(self, chats: list[int]) -> dict[str, int]:
+        return read_export_media(self.connect(), self.workdir, self.account, chats)
+
+
+async def _receive_and_import(
+    items: AsyncIterator[UploadItem],
+    workdir: Path,
+    connect: Callable[[], db.Connection],
+    account: Callable[[str], str],
+    on_commit: Callable[[], None],
+    early_bytes: int | None,
+    on_progress: Callable[[object], None],
+) -> dict[str, Any]:
+    """Write the upload under ``workdir`` and import it; returns the import report.
+
+    A JSON file declared at least ``early_bytes`` big is imported as it arrives: its import
+    starts with its first chunk, beside the rest of the upload. Otherwise the import starts
+    once the upload is whole.
 
     Raises:
-        InvalidArgument: a chunk before the start, an item of neither kind, an unsafe path.
+        InvalidArgument: a chunk before the start, an item of neither kind, an unsafe path, a
+            chunk after its file's last one, an empty stream.
     """
-    start: UploadStart | None = None
-    received = 0
-    reported = 0
-    handles: dict[str, BufferedWriter] = {}
-    async for item in items:
-        if isinstance(item, UploadStart):
-            start = item
-            continue
-        if item is None or start is None:
-            raise InvalidArgument(
-                "an import stream starts with ImportStart, then file chunks",
-                metadata={"field": "item"},
-            )
-        rel = _safe_relative(item.path)
-        handle = handles.get(item.path)
-        if handle is None:
-            handle = handles[item.path] = await to_thread(_open_upload, workdir / rel)
-        await to_thread(handle.write, item.data)
-        received += len(item.data)
-        if item.last:
-            await to_thread(handle.close)
-            del handles[item.path]
-        if received - reported >= UPLOAD_PROGRESS_BYTES:
-            reported = received
-            yield ("upload", received, start.json_size, "bytes")
-    for handle in handles.values():
-        await to_thread(handle.close)
-    if start is None:
-        raise InvalidArgument("the import stream was empty", metadata={"field": "start"})
-    started.append(start)
-
-
-def _import_folder(
-    connect: Callable[[], db.Connection],
-    workdir: Path,
-    start: UploadStart,
-    account: str,
-    on_commit: Callable[[], None],
-    on_progress: Callable[[tuple[int, int, str]], None],
-) -> dict[str, Any]:
-    """Import the export received into ``workdir``, then read its media; returns the report."""
-    json_name = start.json_name or DEFAULT_JSON_NAME
-    json_path = workdir / _safe_relative(json_name)
-    label = start.json_path or str(PurePosixPath(start.folder_name or ".") / json_name)
-    report = import_export(
-        connect(),
-        account,
-        json_path,
-        folder_name=start.folder_name or None,
-        chat_title=start.chat_title or None,
-        on_progress=on_progress,
-        on_commit=on_commit,
-        label=label,
-    )
-    media = read_export_media(connect(), workdir, account, [int(c["id"]) for c in report.chats])
-    report.media_text = media
+    files = _Files(workdir)
+    job: _Job | None = None
+    growth: Arrival | None = None
+    early: asyncio.Future[ImportReport] | None = None
+    received = reported = 0
+    try:
+        async for item in items:
+            if isinstance(item, UploadStart):
+                job = _Job(item, workdir, connect, account(item.account), on_commit, on_progress)
+                continue
+            if item is None or job is None:
+                raise InvalidArgument(
+                    "an import stream starts with ImportStart, then file chunks",
+                    metadata={"field": "item"},
+                )
+            size = await files.write(item)
+            if job.is_json(item):
+                if early is None and early_bytes is not None:
+                    if job.start.json_size >= early_bytes:
+                        growth = Arrival()
+                        early = asyncio.ensure_future(to_thread(job.run, growth))
+                if growth is not None:
+                    growth.grew(size)
+                    if item.last:
+                        growth.end()
+            if early is not None and early.done() and early.exception() is not None:
+                early.result()  # the import failed before the upload ended: say why now
+            received += len(item.data)
+            if received - reported >= UPLOAD_PROGRESS_BYTES:
+                reported = received
+                on_progress(("upload", received, job.start.json_size, "bytes"))
+        await files.close()
+        if job is None:
+            raise InvalidArgument("the import stream was empty", metadata={"field": "start"})
+    except BaseException:
+        if growth is not None:
+            growth.stop()
+        if early is not None:
+            await asyncio.wait([early])  # the reader stops; its commits stay
+            if not early.cancelled():
+                early.exception()  # retrieved: the upload's own error is the one to tell
+        raise
+    if growth is not None:
+        growth.end()  # the stream has ended, so the JSON file is as whole as it will be
+    # A call cancelled now leaves the import to its end (its commits are whole batches).
+    report = await asyncio.shield(early) if early is not None else await to_thread(job.run, None)
+    report.media_text = await to_thread(job.read_media, [int(c["id"]) for c in report.chats])
     return report.to_dict()
 
 
@@ -199,8 +298,14 @@ async def import_upload(
     connect: Callable[[], db.Connection],
     account: Callable[[str], str],
     on_commit: Callable[[], None],
+    early_bytes: int | None = None,
 ) -> AsyncIterator[Progress | dict[str, Any]]:
     """Receive an uploaded export, import it and remove the copy; stream progress, then the report.
+
+    A big export's JSON file is imported as it arrives, by a reader process that waits for the
+    bytes not yet received (``export.arriving``). Should the upload then break off, the import
+    stops: what it committed stays, as after a malformed export, and importing the export again
+    completes the store.
 
     Args:
         items: the upload: an ``UploadStart``, then the chunks of its files.
@@ -208,6 +313,8 @@ async def import_upload(
         connect: the calling thread's connection to ``ingest.db``.
         account: the account to import into, given the start's (possibly empty) account.
         on_commit: called after every committed batch (from the import's thread).
+        early_bytes: import a JSON file declared at least this big as it arrives; None picks
+            ``reading.PROCESS_MIN_BYTES`` on a machine with a core to spare, else never.
 
     Yields:
         ``Progress`` tuples, then the import report (``ImportReport.to_dict()``).
@@ -216,16 +323,17 @@ async def import_upload(
         InvalidArgument: a malformed upload stream or an unsafe path.
         MalformedExport: from the import, after storing what came before the problem.
     """
+    if early_bytes is None and worth_a_process(PROCESS_MIN_BYTES):
+        early_bytes = PROCESS_MIN_BYTES
     async with _work_folder(data_dir) as workdir:
-        started: list[UploadStart] = []
-        async for progress in _receive(items, workdir, started):
-            yield progress
-        start = started[0]
-        async for kind, value in stream_progress(
-            _import_folder, connect, workdir, start, account(start.account), on_commit
-        ):
+
+        def work(on_progress: Callable[[object], None]) -> Awaitable[dict[str, Any]]:
+            return _receive_and_import(
+                items, workdir, connect, account, on_commit, early_bytes, on_progress
+            )
+
+        async for kind, value in progress_stream(work, cancel=True):
             if kind == "progress":
-                done, total, note = cast(tuple[int, int, str], value)
-                yield ("import", done, total, note)
+                yield cast(Progress, value)
             else:
                 yield cast(dict[str, Any], value)

@@ -7,7 +7,8 @@ feeding a chunk (``Nesting``) and in its second passes (``NestingLimited``).
 from __future__ import annotations
 
 import re
-from typing import BinaryIO
+
+from chatseek_ingest.export.parser import JsonFile
 
 __all__ = ["MAX_NESTING", "Nesting", "NestingLimited"]
 
@@ -94,7 +95,7 @@ class NestingLimited:
 
     __slots__ = ("_done", "_file", "_nesting")
 
-    def __init__(self, file: BinaryIO) -> None:
+    def __init__(self, file: JsonFile) -> None:
         self._file = file
         self._nesting = Nesting()
         self._done = False

@@ -7,7 +7,7 @@ halving parse time; otherwise the portable ``items_coro`` pipeline is used.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO, Protocol
+from typing import Any, Protocol
 
 import ijson
 
@@ -17,6 +17,7 @@ __all__ = [
     "PARSE_ERRORS",
     "Event",
     "Feed",
+    "JsonFile",
     "Sink",
     "parse_events",
     "pipeline",
@@ -106,6 +107,16 @@ class _Readable(Protocol):
     def read(self, size: int = -1, /) -> bytes: ...
 
 
+class JsonFile(Protocol):
+    """An export's JSON file as the passes read it: from its start, with seeks back."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
+    def close(self) -> None: ...
+
+
 def parse_events(f: _Readable) -> Iterator[Event]:
     """ijson's ``(prefix, event, value)`` events of ``f``, from the C backend when present."""
     if _C_BACKEND is not None:
@@ -115,7 +126,7 @@ def parse_events(f: _Readable) -> Iterator[Event]:
     return events
 
 
-def skip_bom(f: BinaryIO) -> int:
+def skip_bom(f: JsonFile) -> int:
     """Position ``f`` after a UTF-8 BOM, if any; returns the offset of the JSON text."""
     start = len(_UTF8_BOM) if f.read(len(_UTF8_BOM)) == _UTF8_BOM else 0
     f.seek(start)

@@ -11,7 +11,8 @@ import itertools
 import logging
 import os
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from contextlib import closing
+from typing import Any
 
 import ijson
 
@@ -21,6 +22,7 @@ from chatseek_ingest.export.parser import (
     CHUNK_BYTES,
     JSON_SPACE,
     PARSE_ERRORS,
+    JsonFile,
     pipeline,
     skip_bom,
 )
@@ -78,14 +80,14 @@ class _Reader:
         self._chunk = (0, 0)
         self._nesting = Nesting()
         real = os.path.realpath(source.root)
-        self._tree = PartialTree(root, self._label, source.json_path, real, max_pending)
+        self._tree = PartialTree(root, self._label, source.open_json, real, max_pending)
         self._chats = 0
         self._messages = 0
         self._warnings = 0
 
     def run(self) -> Iterator[ExportRecord]:
         try:
-            f = open(self._src.json_path, "rb")
+            f = self._src.open_json()
         except FileNotFoundError:
             raise NotFound(f"{self._label}: no such file", metadata={"file": self._label}) from None
         except OSError as exc:
@@ -93,7 +95,7 @@ class _Reader:
                 f"{self._label}: cannot open ({exc.strerror})", metadata={"file": self._label}
             ) from None
         truncated_at: int | None = None
-        with f:
+        with closing(f):
             self._fed = self._check_start(f)
             while True:
                 chunk = f.read(CHUNK_BYTES)
@@ -162,7 +164,7 @@ class _Reader:
                 self._warnings += 1
             yield record
 
-    def _check_start(self, f: BinaryIO) -> int:
+    def _check_start(self, f: JsonFile) -> int:
         start = skip_bom(f)
         head = f.read(CHUNK_BYTES).lstrip(JSON_SPACE)
         f.seek(start)

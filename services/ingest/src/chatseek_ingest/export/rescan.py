@@ -7,7 +7,8 @@ report what they found before it.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+from collections.abc import Callable
+from contextlib import closing
 
 import ijson
 
@@ -16,6 +17,7 @@ from chatseek_ingest.export.nesting import NestingLimited
 from chatseek_ingest.export.parser import (
     CHUNK_BYTES,
     PARSE_ERRORS,
+    JsonFile,
     parse_events,
     pipeline,
     skip_bom,
@@ -26,7 +28,7 @@ __all__ = ["count_items", "header_fields"]
 log = logging.getLogger(__name__)
 
 
-def header_fields(json_path: Path, cur: Chat) -> tuple[dict[str, object], bool]:
+def header_fields(open_json: Callable[[], JsonFile], cur: Chat) -> tuple[dict[str, object], bool]:
     """Read a chat's header keys with a second streaming pass (keys after ``messages``).
 
     Returns:
@@ -37,7 +39,7 @@ def header_fields(json_path: Path, cur: Chat) -> tuple[dict[str, object], bool]:
     seen = -1 if cur.section else 0
     fields: dict[str, object] = {}
     log.debug("chat %s: header follows its messages; looking it up", cur.location or "root")
-    with open(json_path, "rb") as f:
+    with closing(open_json()) as f:
         skip_bom(f)
         try:
             for prefix, event, value in parse_events(NestingLimited(f)):
@@ -55,12 +57,12 @@ def header_fields(json_path: Path, cur: Chat) -> tuple[dict[str, object], bool]:
     return fields, False
 
 
-def count_items(json_path: Path, fed: int, prefix: str) -> int:
+def count_items(open_json: Callable[[], JsonFile], fed: int, prefix: str) -> int:
     """Complete values at ``prefix`` in the first ``fed`` bytes of the file (a counting pass)."""
     out = ijson.sendable_list()
     feed = pipeline(out, prefix)
     count = 0
-    with open(json_path, "rb") as f:
+    with closing(open_json()) as f:
         left = fed - skip_bom(f)
         try:
             while left > 0:

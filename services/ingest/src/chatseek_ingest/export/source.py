@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from chatseek_core.errors import MalformedExport, NotFound
+from chatseek_ingest.export.arriving import ArrivingFile, Growth
+from chatseek_ingest.export.parser import JsonFile
 
 __all__ = [
     "EXPORT_FILE_NAMES",
@@ -50,12 +52,21 @@ class ExportSource:
         size: the JSON file's size in bytes when opened.
         label: how warnings and errors name the file (the user's own path when the service
             reads an uploaded copy); ``json_path`` when empty.
+        growth: set while the JSON file is still arriving (an upload read as it comes): reads
+            wait on it for bytes not yet written. ``None`` for a file already whole.
     """
 
     json_path: Path
     root: Path
     size: int
     label: str = ""
+    growth: Growth | None = None
+
+    def open_json(self) -> JsonFile:
+        """The JSON file, opened for reading from its start (``OSError`` as ``open`` raises)."""
+        if self.growth is not None:
+            return ArrivingFile(self.json_path, self.growth)
+        return open(self.json_path, "rb")  # noqa: SIM115 - the caller closes it
 
 
 def open_export(path: Path) -> ExportSource:

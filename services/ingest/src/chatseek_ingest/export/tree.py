@@ -9,12 +9,12 @@ header keys.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from chatseek_ingest.export.chat import Chat, header_ready, make_header
 from chatseek_ingest.export.message import message_records
+from chatseek_ingest.export.parser import JsonFile
 from chatseek_ingest.export.rescan import count_items, header_fields
 from chatseek_ingest.export.source import malformed
 from chatseek_ingest.model import ExportChat, ExportMessage, ExportWarning
@@ -50,11 +50,16 @@ class PartialTree:
     """Walks the partial tree after each fed chunk; ``advance`` yields what became complete."""
 
     def __init__(
-        self, root: dict[str, Any], label: str, json_path: Path, root_real: str, max_pending: int
+        self,
+        root: dict[str, Any],
+        label: str,
+        open_json: Callable[[], JsonFile],
+        root_real: str,
+        max_pending: int,
     ) -> None:
         self._root = root
         self._label = label
-        self._json_path = json_path
+        self._open_json = open_json
         self._root_real = root_real
         self._max_pending = max_pending
         self._shape: str | None = None
@@ -143,7 +148,7 @@ class PartialTree:
                 pending = obj.get("messages")
                 if type(pending) is not list or len(pending) <= self._max_pending:
                     return
-                fields, complete = header_fields(self._json_path, cur)
+                fields, complete = header_fields(self._open_json, cur)
                 if complete or ("id" in fields and "type" in fields):
                     yield make_header(cur, fields, self._label)
                 else:
@@ -238,7 +243,7 @@ class PartialTree:
         if next(reversed(cur.obj)) != "messages":
             return len(pending)
         prefix = f"{cur.section}.list.item.messages.item" if cur.section else "messages.item"
-        total = count_items(self._json_path, fed, prefix)
+        total = count_items(self._open_json, fed, prefix)
         done_here = total - self._section_consumed.get(cur.section, 0) - cur.consumed
         return max(0, min(len(pending), done_here))
 
