@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import marshal
 import os
 import pickle
 import queue
@@ -36,7 +37,7 @@ import sys
 import threading
 from collections.abc import Generator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from chatseek_core.errors import MalformedExport, StorageError
 from chatseek_ingest import store
@@ -65,6 +66,9 @@ Record = ExportChat | ExportWarning | list[store.Prepared]
 
 _FRAME = struct.Struct("<I")
 _MESSAGES, _RECORD, _MALFORMED, _END = "m", "r", "e", "end"
+# A frame's first byte: how its item is encoded. Both ends run the same interpreter, so the
+# marshal format is the same on both sides of the pipe.
+_MARSHALLED, _PICKLED = b"M", b"P"
 
 
 class ReaderFailed(StorageError):
@@ -151,7 +155,7 @@ def _from_process(source: ExportSource) -> Generator[Record, None, None]:
     try:
         while True:
             frame = frames.get()
-            item = None if frame is None else pickle.loads(frame)
+            item = None if frame is None else _decode(frame)
             if item is None:
                 code = proc.wait()
                 raise ReaderFailed(
@@ -228,10 +232,20 @@ class _Told:
         return self._size, self._ended
 
 
-def _send(stream: IO[bytes], item: object) -> None:
-    body = pickle.dumps(item, pickle.HIGHEST_PROTOCOL)
+def _send(stream: IO[bytes], item: Any) -> None:
+    """One frame: its length, then the item, marshalled when it is a list of messages (plain
+    values, twice as fast to write as a pickle), pickled otherwise (chats, warnings)."""
+    if item[0] == _MESSAGES:
+        body = _MARSHALLED + marshal.dumps(item)
+    else:
+        body = _PICKLED + pickle.dumps(item, pickle.HIGHEST_PROTOCOL)
     stream.write(_FRAME.pack(len(body)))
     stream.write(body)
+
+
+def _decode(frame: bytes) -> Any:
+    body = memoryview(frame)[1:]
+    return marshal.loads(body) if frame[:1] == _MARSHALLED else pickle.loads(body)
 
 
 def _serve(spec: str, out: IO[bytes]) -> None:
