@@ -9,6 +9,7 @@ an import again completes.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -107,8 +108,6 @@ def test_a_file_stopped_after_its_end_reads_to_its_end(tmp_path: Path) -> None:
 def _header_last(path: Path, count: int) -> Path:
     """A chat whose name, type and id follow its messages, so the reader must look them up
     with a second pass over the file (past ``MAX_PENDING_MESSAGES``)."""
-    import json
-
     with path.open("w", encoding="utf-8") as out:
         out.write('{"messages": [\n')
         out.write(",\n".join(json.dumps(message(m), ensure_ascii=False) for m in range(1, count)))
@@ -293,13 +292,17 @@ async def test_an_upload_that_breaks_off_stops_its_import_and_a_second_upload_co
 
 
 async def test_an_import_that_fails_while_the_upload_arrives_says_why(tmp_path: Path) -> None:
-    data = b'{"name": "X", "type": "personal_chat", "id": 5, "messages": [ ]]] ' + b" " * 300_000
+    bad = b'{"name": "X", "type": "personal_chat", "id": 5, "messages": [ ]]] '
 
     async def items() -> AsyncIterator[UploadItem]:
-        yield _start(len(data))
-        for chunk in _chunks(data, "result.json", size=1024):
-            yield chunk
-            await asyncio.sleep(0)
+        yield _start(10 * 2**20)
+        yield UploadChunk("result.json", bad, False)
+        # The upload goes on and never ends its JSON: only an import error told while it
+        # arrives can end the call before this runs out.
+        for _ in range(2000):
+            yield UploadChunk("result.json", b" " * 1024, False)
+            await asyncio.sleep(0.005)
+        raise AssertionError("the import's error was not told while the upload arrived")
 
     with pytest.raises(MalformedExport):
         await _upload(tmp_path, items(), early_bytes=1)

@@ -133,7 +133,8 @@ class _Files:
 
     def __init__(self, workdir: Path) -> None:
         self._workdir = workdir
-        self._open: dict[str, tuple[BufferedWriter, list[int]]] = {}
+        self._open: dict[str, BufferedWriter] = {}
+        self._sizes: dict[str, int] = {}
         self._whole: set[str] = set()
 
     async def write(self, chunk: UploadChunk) -> int:
@@ -149,21 +150,19 @@ class _Files:
                 hint="send each file's chunks in order, marking only the final one last",
                 metadata={"field": "chunk.last"},
             )
-        entry = self._open.get(chunk.path)
-        if entry is None:
-            handle = await to_thread(_open_upload, self._workdir / rel)
-            entry = self._open[chunk.path] = (handle, [0])
-        handle, size = entry
+        handle = self._open.get(chunk.path)
+        if handle is None:
+            handle = self._open[chunk.path] = await to_thread(_open_upload, self._workdir / rel)
         await to_thread(_write_flushed, handle, chunk.data)
-        size[0] += len(chunk.data)
+        size = self._sizes[chunk.path] = self._sizes.get(chunk.path, 0) + len(chunk.data)
         if chunk.last:
             await to_thread(handle.close)
             del self._open[chunk.path]
             self._whole.add(chunk.path)
-        return size[0]
+        return size
 
     async def close(self) -> None:
-        for handle, _ in self._open.values():
+        for handle in self._open.values():
             await to_thread(handle.close)
         self._open.clear()
 
@@ -219,7 +218,10 @@ class _Job:
             memory.release()
 
     def read_media(self, chats: list[int]) -> dict[str, int]:
-        return read_export_media(self.connect(), self.workdir, self.account, chats)
+        try:
+            return read_export_media(self.connect(), self.workdir, self.account, chats)
+        finally:
+            memory.release()
 
 
 async def _receive_and_import(
