@@ -22,6 +22,7 @@ from reportlab.pdfgen import canvas
 from chatseek_core import db
 from chatseek_core.db import Connection
 from chatseek_core.errors import Unavailable
+from chatseek_ingest import extract
 from chatseek_ingest.extract import (
     ExtractReport,
     FileTooLarge,
@@ -35,7 +36,7 @@ from chatseek_ingest.extract import (
     extract_pending,
     read_file,
 )
-from chatseek_ingest.extract_ocr import ImageRefused, open_image
+from chatseek_ingest.extract_ocr import ImageRefused, ocr_engine, open_image
 from chatseek_ingest.schema import MIGRATIONS, OWNER
 
 FONT_CANDIDATES = (
@@ -439,6 +440,26 @@ def _add_media(
     return int(mid)
 
 
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS may read photos through Vision")
+def test_a_pass_asks_for_the_ocr_engine_once_and_settles_every_photo_by_its_answer(
+    conn: Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pytesseract.pytesseract, "tesseract_cmd", str(tmp_path / "no-tesseract"))
+    asked: list[str | None] = []
+
+    def probe() -> str | None:
+        asked.append(ocr_engine())  # the real probe, counted
+        return asked[-1]
+
+    monkeypatch.setattr(extract, "ocr_engine", probe)
+    for msg_id in range(1, 6):
+        _add_media(conn, msg_id, "photo", export_path=f"photos/{msg_id}.jpg")
+    report = extract_pending(conn, fetch=export_fetcher(tmp_path), batch_size=2)
+    assert asked == [None]
+    assert report.counts == {"no-extractor": 5}
+    assert set(_states(conn).values()) == {"no-extractor"}
+
+
 def _states(conn: Connection) -> dict[int, str]:
     cur = conn.execute(
         "SELECT m.msg_id, media.extract_state FROM media JOIN messages m USING (mid)"
@@ -719,20 +740,22 @@ def test_a_scoped_pass_reads_and_counts_only_the_chats_it_names(
     )
 
 
-def test_a_scoped_pass_fetches_each_row_once_chat_by_chat_oldest_first_in_small_batches(
+def test_a_scoped_pass_fetches_each_row_of_its_chats_once_in_stored_order_in_small_batches(
     conn: Connection,
 ) -> None:
-    other = -2002
+    other, outside = -2002, -2003
     with db.transaction(conn):
-        conn.execute(
-            "INSERT INTO chats (account, chat_id, type, title) VALUES (?, ?, 'group', 'B')",
-            (ACCOUNT, other),
-        )
-        # Two chats, dates out of id order and shared by several messages (the batch boundary
-        # falls between equal dates), and a message without media in between.
+        for chat_id, title in ((other, "B"), (outside, "C")):
+            conn.execute(
+                "INSERT INTO chats (account, chat_id, type, title) VALUES (?, ?, 'group', ?)",
+                (ACCOUNT, chat_id, title),
+            )
+        # Two chats stored interleaved, dates out of id order, a message without media after
+        # each, and a chat outside the scope with a pending row of its own.
         for chat_id, msg_id, date in (
-            (CHAT_ID, 5, 100), (CHAT_ID, 3, 100), (CHAT_ID, 4, 50), (CHAT_ID, 9, 100),
-            (CHAT_ID, 1, 300), (other, 2, 10), (other, 7, 10), (other, 8, 5),
+            (CHAT_ID, 5, 100), (CHAT_ID, 3, 100), (other, 2, 10), (CHAT_ID, 4, 50),
+            (outside, 6, 20), (CHAT_ID, 9, 100), (other, 8, 5), (CHAT_ID, 1, 300),
+            (other, 7, 10),
         ):  # fmt: skip
             mid = conn.execute(
                 "INSERT INTO messages (account, chat_id, msg_id, date, text)"
@@ -757,11 +780,12 @@ def test_a_scoped_pass_fetches_each_row_once_chat_by_chat_oldest_first_in_small_
         conn, fetch=fetch, batch_size=2, scope=Scope(ACCOUNT, (CHAT_ID, other, CHAT_ID))
     )
     assert report.unfetchable == 8
-    # By (date, mid) within each chat: mids follow the insertion order above.
+    # In mid order (the order above), each once although every row stays pending.
     assert seen == [
-        (CHAT_ID, 4), (CHAT_ID, 5), (CHAT_ID, 3), (CHAT_ID, 9), (CHAT_ID, 1),
-        (other, 8), (other, 2), (other, 7),
+        (CHAT_ID, 5), (CHAT_ID, 3), (other, 2), (CHAT_ID, 4), (CHAT_ID, 9), (other, 8),
+        (CHAT_ID, 1), (other, 7),
     ]  # fmt: skip
+    assert report.remaining == 0
 
 
 def test_a_fetch_error_fails_the_row_and_an_abort_stops_the_pass_cleanly(
