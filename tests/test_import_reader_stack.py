@@ -42,7 +42,7 @@ def _messages(path: Path) -> list[tuple[Any, ...]]:
         return [
             tuple(r)
             for r in conn.execute(
-                "SELECT chat_id, msg_id, date, sender_id, sender_name, text, norm_text,"
+                "SELECT chat_id, msg_id, date, sender_id, sender_name, text,"
                 " reply_to_msg_id, mentions, content_hash FROM messages ORDER BY chat_id, msg_id"
             )
         ]

@@ -12,6 +12,7 @@ import pytest
 from chatseek_core import db, feed
 from chatseek_ingest import store
 from chatseek_ingest.model import ExportChat, ExportMedia, ExportMessage
+from chatseek_ingest.schema import MIGRATIONS, OWNER
 from chatseek_testing.telegram import ingest_db
 
 ACCOUNT = "me"
@@ -116,12 +117,12 @@ def test_optional_fields_are_stored_as_null_or_as_given(conn: db.Connection) -> 
         "grouped_id",
     ):
         assert nulls[column] is None, column
-    assert (nulls["text"], nulls["norm_text"], nulls["mentions"]) == ("", "", "[]")
+    assert (nulls["text"], nulls["mentions"]) == ("", "[]")
     given = row(conn, 2)
     assert given["edit_date"] == 1_800_000_000
     assert (given["sender_id"], given["sender_name"]) == (99, "Ann")
     assert given["entities"] == '[{"type": "mention", "text": "@Bob"}]'
-    assert given["norm_text"] == "елка and https://example.org"
+    assert "norm_text" not in given.keys()  # the text is stored once, as it came
     assert (given["reply_to_msg_id"], given["reply_to_peer_id"], given["topic_id"]) == (1, -5, 3)
     assert (given["fwd_from"], given["via_bot"], given["grouped_id"]) == ("Carl", "@bot", 77)
     assert (given["reactions"], given["reactions_total"]) == ('{"👍": 2}', 2)
@@ -143,11 +144,7 @@ def test_an_edited_message_is_updated_in_place_and_announced_once(conn: db.Conne
     after = row(conn, 1)
     assert (stats.new, stats.updated, stats.unchanged) == (0, 1, 1)
     assert after["mid"] == before["mid"]
-    assert (after["text"], after["norm_text"], after["edit_date"]) == (
-        "second",
-        "second",
-        1_800_000_000,
-    )
+    assert (after["text"], after["edit_date"]) == ("second", 1_800_000_000)
     assert after["via_bot"] is None
     assert after["reply_to_msg_id"] == 9
     assert after["content_hash"] == store.message_hash(edited) != before["content_hash"]
@@ -214,3 +211,33 @@ def test_message_hashes_stay_what_stored_rows_were_compared_with() -> None:
         "2c3511ca9d07ef52da1fca03"
     )
     assert store.message_hash(service) == "398006fe8667efd3f5babd9f"
+
+
+def test_a_store_of_schema_3_loses_only_its_normalised_copy_of_each_text(tmp_path: Path) -> None:
+    path = tmp_path / "ingest.db"
+    old = db.connect(path)
+    db.migrate(old, OWNER, MIGRATIONS[:3])
+    with db.transaction(old):
+        store.ensure_account(old, ACCOUNT)
+        chat = ExportChat(CHAT_ID, abs(CHAT_ID), "supergroup", "chat", None, "supergroup")
+        store.upsert_chat(old, ACCOUNT, chat, source_id=None, is_import=True)
+        old.executemany(
+            "INSERT INTO messages (account, chat_id, msg_id, date, text, norm_text, content_hash)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (ACCOUNT, CHAT_ID, 1, 1_700_000_001, "Ёлка  Rent", "елка rent", "h1"),
+                (ACCOUNT, CHAT_ID, 2, 1_700_000_002, "hello", "hello", "h2"),
+            ],
+        )
+    before = [tuple(r) for r in old.execute("SELECT mid, msg_id, text FROM messages")]
+    old.close()
+
+    conn = db.connect(path)
+    assert db.migrate(conn, OWNER, MIGRATIONS) == 4
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(messages)")}
+    assert "norm_text" not in columns
+    assert [tuple(r) for r in conn.execute("SELECT mid, msg_id, text FROM messages")] == before
+    # The store goes on as before: an edit updates the message in place.
+    stats = save(conn, [message(2, "hello again")])
+    assert (stats.updated, row(conn, 2)["text"], row(conn, 2)["mid"]) == (1, "hello again", 2)
+    conn.close()

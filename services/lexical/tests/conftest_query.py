@@ -308,8 +308,8 @@ def build_store(directory: Path, data: DataSet) -> db.Connection:
         for msg in data.messages:
             cursor = writer.execute(
                 "INSERT INTO messages (account, chat_id, msg_id, date, kind, sender_id,"
-                " sender_name, text, norm_text, topic_id, has_link, grouped_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " sender_name, text, topic_id, has_link, grouped_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     msg.account,
                     msg.chat_id,
@@ -319,7 +319,6 @@ def build_store(directory: Path, data: DataSet) -> db.Connection:
                     msg.sender,
                     names.get((msg.account, msg.sender or 0), ""),
                     msg.text,
-                    normalise(msg.text),
                     msg.topic,
                     int(msg.has_link),
                     msg.grouped,

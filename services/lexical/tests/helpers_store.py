@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chatseek_core import db, feed
-from chatseek_core.text import normalise
 from chatseek_ingest import schema as ingest_schema
 from chatseek_lexical.indexer import connect_index
 from chatseek_unitize import schema as unitize_schema
@@ -87,12 +86,11 @@ class IngestStore:
         stamp = BASE_DATE + msg_id * 60 if date is None else date
         with db.transaction(self.conn):
             self.conn.execute(
-                "INSERT INTO messages (account, chat_id, msg_id, date, text, norm_text,"
-                " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                "INSERT INTO messages (account, chat_id, msg_id, date, text,"
+                " content_hash) VALUES (?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (account, chat_id, msg_id) DO UPDATE SET text = excluded.text,"
-                " norm_text = excluded.norm_text, content_hash = excluded.content_hash,"
-                " edit_date = excluded.date",
-                (account, chat_id, msg_id, stamp, text, normalise(text), _digest(text)),
+                " content_hash = excluded.content_hash, edit_date = excluded.date",
+                (account, chat_id, msg_id, stamp, text, _digest(text)),
             )
             mid = self._mid(account, chat_id, msg_id)
             if file_name is not None:
@@ -144,8 +142,8 @@ class IngestStore:
                             (account, r.chat_id, CHAT_TYPE),
                         )
                 self.conn.executemany(
-                    "INSERT INTO messages (account, chat_id, msg_id, date, text, norm_text)"
-                    " VALUES (?, ?, ?, ?, ?, '')",
+                    "INSERT INTO messages (account, chat_id, msg_id, date, text)"
+                    " VALUES (?, ?, ?, ?, ?)",
                     [(account, r.chat_id, r.msg_id, r.date, r.text) for r in chunk],
                 )
                 self.conn.executemany(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from chatseek_core.db import Connection
+from chatseek_core.text import normalise
 
 __all__ = [
     "COPY_WINDOW_S",
@@ -344,21 +345,30 @@ def channel_copies(conn: Connection, units: Iterable[UnitRow]) -> dict[int, Chan
         found: dict[int, ChannelCopy] = {}
         for chunk in _chunks(ids):
             marks = ",".join("?" for _ in chunk)
-            for copy_id, channel_id, post_id in conn.execute(
-                "SELECT m.msg_id, p.chat_id, p.msg_id FROM ingest.messages m"
+            # The channel's posts in the window before each forwarded message, latest first;
+            # texts compare normalised (``normalise``), here, for these few pairs.
+            normalised: dict[int, str] = {}
+            for copy_id, copy_text, channel_id, post_id, post_text in conn.execute(
+                "SELECT m.msg_id, m.text, p.chat_id, p.msg_id, p.text FROM ingest.messages m"
                 " JOIN ingest.chats c ON c.account = m.account"
                 f"  AND c.chat_id = {_CHANNEL_MARK} - m.sender_id AND c.type = 'channel'"
                 " JOIN ingest.messages p ON p.account = m.account AND p.chat_id = c.chat_id"
-                "  AND p.date BETWEEN m.date - ? AND m.date AND p.norm_text = m.norm_text"
+                "  AND p.date BETWEEN m.date - ? AND m.date AND p.text <> ''"
                 " WHERE m.account = ? AND m.chat_id = ? AND m.fwd_from IS NOT NULL"
-                f"  AND m.norm_text <> '' AND m.msg_id IN ({marks})"
+                f"  AND m.text <> '' AND m.msg_id IN ({marks})"
                 " ORDER BY m.msg_id, p.date DESC",
                 (COPY_WINDOW_S, account, chat_id, *chunk),
             ):
-                found.setdefault(
-                    int(copy_id),
-                    ChannelCopy(account, chat_id, int(copy_id), int(channel_id), int(post_id)),
-                )
+                copy_id = int(copy_id)
+                if copy_id in found:
+                    continue
+                norm = normalised.get(copy_id)
+                if norm is None:
+                    norm = normalised[copy_id] = normalise(copy_text)
+                if norm and normalise(post_text) == norm:
+                    found[copy_id] = ChannelCopy(
+                        account, chat_id, copy_id, int(channel_id), int(post_id)
+                    )
         for u in group_units:
             copy = next((found[i] for i in u.msg_ids if i in found), None)
             if copy is not None:

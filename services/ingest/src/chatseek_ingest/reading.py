@@ -1,6 +1,6 @@
 """An import's read of the export: in this process, or in a reader process beside it.
 
-Parsing an export and preparing its rows (``store.prepare``: normalised text, hashes, JSON) is
+Parsing an export and preparing its rows (``store.prepare``: hashes, JSON columns) is
 pure Python and costs about as much as writing the rows; in one process they take turns at the
 interpreter lock. For a big export on a machine with a core to spare, a reader process
 (``python -m chatseek_ingest.reading``) parses and prepares while the importing process writes.

@@ -3,8 +3,8 @@
 Identity: a chat is ``(account, chat_id)`` with the *marked* chat id (channels and supergroups
 ``-100…``, legacy groups ``-id``, private chats the peer's user id); a message is
 ``(account, chat_id, msg_id)`` and also has a stable integer ``mid`` (its rowid, kept across
-upserts) that derived stores use as a key. Dates are unix seconds UTC. ``text`` is the original
-and is never overwritten by normalisation; ``norm_text`` is ``chatseek_core.text.normalise``.
+upserts) that derived stores use as a key. Dates are unix seconds UTC. ``text`` is the original,
+as it came; nothing normalised is stored (migration 4 dropped ``norm_text``).
 Every stored, edited or deleted message is announced on ``_feed`` (kind ``message``, entity
 ``msg_id``) in the same transaction.
 """
@@ -169,8 +169,16 @@ DROP INDEX messages_by_sender;
 CREATE INDEX messages_by_sender ON messages(account, sender_id, date);
 """
 
+# ``norm_text`` held ``normalise(text)``: a second copy of every text, a sixth of the file,
+# made by the import's busiest process, for one reader (fusion's channel-copy check, which now
+# normalises the few texts it compares). Dropping it rewrites the table once.
+_M004 = """
+ALTER TABLE messages DROP COLUMN norm_text;
+"""
+
 MIGRATIONS = [
     Migration(1, "initial", _M001),
     Migration(2, "media_groups", _M002),
     Migration(3, "sender_dates", _M003),
+    Migration(4, "no_norm_text", _M004),
 ]

@@ -5,7 +5,8 @@ Invariants:
   that same transaction, so a reader never sees a message its consumers were not told about.
 * A message is upserted by ``(account, chat_id, msg_id)`` and keeps its ``mid``; it is announced
   only when its content hash changed, so a repeated import or sync repeats no downstream work.
-* The original text is never overwritten by normalisation: ``norm_text`` sits beside it.
+* The original text is stored as it came; nothing normalised is stored beside it (whoever
+  compares texts normalises them, as lexical and fusion do).
 * Extracted media text survives a re-import of the same message unless the media itself changed.
 """
 
@@ -17,11 +18,9 @@ import operator
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from typing import cast
 
 from chatseek_core import db, feed
 from chatseek_core.db import Connection
-from chatseek_core.text import normalise
 from chatseek_ingest.model import ExportChat, ExportMedia, ExportMessage
 from chatseek_ingest.schema import OWNER
 
@@ -62,7 +61,6 @@ _MESSAGE_COLUMNS = (
     "sender_name",
     "text",
     "entities",
-    "norm_text",
     "reply_to_msg_id",
     "reply_to_peer_id",
     "topic_id",
@@ -208,15 +206,12 @@ Prepared = tuple[
 ]
 """A message as the store writes it, made without the database: ``(chat_id, msg_id, values,
 media, sender)``, where ``values`` are the message columns after the identity
-(``_UPDATED_COLUMNS``, the content hash among them) but ``norm_text``, which only a changed
-message needs, ``media`` the media row without its ``mid`` and ``sender`` ``(sender_id, kind,
-display name)``, each None where there is none. Plain values only, so that a reader process
-can hand it over cheaply."""
+(``_UPDATED_COLUMNS``, the content hash among them), ``media`` the media row without its
+``mid`` and ``sender`` ``(sender_id, kind, display name)``, each None where there is none.
+Plain values only, so that a reader process can hand it over cheaply."""
 
-_TEXT = _UPDATED_COLUMNS.index("text")
-_NORM = _UPDATED_COLUMNS.index("norm_text")
 _KIND = _UPDATED_COLUMNS.index("kind")
-_DIGEST = _UPDATED_COLUMNS.index("content_hash") - 1
+_DIGEST = _UPDATED_COLUMNS.index("content_hash")
 
 
 def prepare(m: ExportMessage) -> Prepared:
@@ -314,16 +309,15 @@ def _store_run(
         if before is not None and before[1] == prepared[_DIGEST]:
             stats.unchanged += 1
             continue
-        values = (*prepared[:_NORM], normalise(cast(str, prepared[_TEXT])), *prepared[_NORM:])
         if before is None:
             stats.new += 1
             mid = next_mid
             next_mid += 1
-            inserts.append((mid, account, chat_id, msg_id, *values))
+            inserts.append((mid, account, chat_id, msg_id, *prepared))
         else:
             stats.updated += 1
             mid = before[0]
-            updates.append((*values, mid))
+            updates.append((*prepared, mid))
         if media is not None:
             kind = str(media[0])
             stats.media[kind] = stats.media.get(kind, 0) + 1
