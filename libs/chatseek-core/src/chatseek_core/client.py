@@ -31,6 +31,8 @@ from chatseek_core.errors import (
 __all__ = [
     "CHANNEL_OPTIONS",
     "DEFAULT_TIMEOUT_S",
+    "FLOW_CONTROL_OPTIONS",
+    "RECEIVE_WINDOW_BYTES",
     "aio_channel",
     "call",
     "decode_error",
@@ -50,7 +52,17 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # attempt: a restarted peer would stay "unreachable" for minutes. Keep it short (cheap on loopback).
 INITIAL_RECONNECT_BACKOFF_MS = 100
 MAX_RECONNECT_BACKOFF_MS = 500
+RECEIVE_WINDOW_BYTES = 4 * 1024 * 1024
+"""What a stream may receive ahead of the process reading it (HTTP/2 flow control)."""
+# gRPC's default grows a connection's window with its bandwidth-delay estimate, which a busy
+# loopback inflates: a reader that fell behind then held a 1M-message upload in memory by the
+# hundred MiB (bench/PROFILES.md, "An upload held to its window"). Servers announce the same.
+FLOW_CONTROL_OPTIONS = [
+    ("grpc.http2.bdp_probe", 0),
+    ("grpc.http2.lookahead_bytes", RECEIVE_WINDOW_BYTES),
+]
 CHANNEL_OPTIONS = [
+    *FLOW_CONTROL_OPTIONS,
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.enable_http_proxy", 0),

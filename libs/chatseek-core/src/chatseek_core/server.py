@@ -31,6 +31,7 @@ from grpc_status import rpc_status
 
 from chatseek_core import deadline
 from chatseek_core.aio import in_flight, quiesce
+from chatseek_core.client import FLOW_CONTROL_OPTIONS
 from chatseek_core.db import storage_error
 from chatseek_core.errors import ChatseekError, Overloaded
 
@@ -57,6 +58,7 @@ STATUS_METADATA_BUDGET = 12 * 1024
 STATUS_CLIPS = (4096, 512, 64)
 MAX_STATUS_CANDIDATES = 20
 SERVER_OPTIONS = [
+    *FLOW_CONTROL_OPTIONS,
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.so_reuseport", 0),
