@@ -36,6 +36,18 @@ def test_memory_is_bounded_per_connection_and_per_process(tmp_path: Path) -> Non
     assert conn.execute("PRAGMA soft_heap_limit").fetchone()[0] == db.HEAP_LIMIT_BYTES
 
 
+def test_a_query_pool_opens_its_connections_with_its_own_page_cache(tmp_path: Path) -> None:
+    path = _file_with_a_table(tmp_path / "x.db")
+    queries = db.ThreadConnections(path, readonly=True, cache_kib=3072)
+    writes = db.ThreadConnections(path)
+    try:
+        assert -queries.get().execute("PRAGMA cache_size").fetchone()[0] == 3072
+        assert -writes.get().execute("PRAGMA cache_size").fetchone()[0] == db.CACHE_SIZE_KIB
+    finally:
+        queries.close()
+        writes.close()
+
+
 def test_a_wal_past_its_limit_is_cut_back_once_a_checkpoint_resets_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

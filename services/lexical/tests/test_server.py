@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 import pytest
+import sqlean
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers_store import ACCOUNT, Stores, make_stores
 
@@ -39,6 +40,23 @@ async def test_the_service_serves_health_after_start_and_creates_its_database(
             )
             assert named.status == health_pb2.HealthCheckResponse.SERVING
     assert (tmp_path / "data" / "lexical.db").exists()
+
+
+def test_queries_read_through_their_own_read_only_pool_and_the_indexer_keeps_its_cache(
+    tmp_path: Path,
+) -> None:
+    settings = temp_settings(tmp_path, "lexical")
+    deps = open_deps(settings)
+    try:
+        query = deps.reads.get()
+        assert -query.execute("PRAGMA cache_size").fetchone()[0] == db.QUERY_CACHE_SIZE_KIB
+        assert -deps.pool.get().execute("PRAGMA cache_size").fetchone()[0] == db.CACHE_SIZE_KIB
+        with pytest.raises(sqlean.OperationalError, match="readonly"):
+            query.execute("DELETE FROM msg_fts")
+    finally:
+        deps.splitter.close()
+        deps.reads.close()
+        deps.pool.close()
 
 
 @pytest.fixture

@@ -69,6 +69,11 @@ BUSY_TIMEOUT_MS = 5000
 # not 32: a 100k import to words peaked 45-50 MiB lower over the four word-path services, at
 # no CPU cost this host's noise could show (bench/PROFILES.md, "Page cache per connection").
 CACHE_SIZE_KIB = 16 * 1024
+# A connection that only answers queries re-reads pages the OS page cache already holds; its own
+# cache buys no speed there and costs RSS on every query thread. 4 MiB: lexical's ranked lists at
+# 1M read the same p50 as with 16 and peaked 37 MiB lower (bench/PROFILES.md, "Query threads'
+# page caches").
+QUERY_CACHE_SIZE_KIB = 4 * 1024
 HEAP_LIMIT_BYTES = 160 * 1024 * 1024
 MMAP_SIZE_BYTES = 0
 # A WAL file keeps its high-water size after a checkpoint resets it; past this it is cut back.
@@ -102,6 +107,7 @@ def connect(
     readonly: bool = False,
     vec: bool = False,
     check_same_thread: bool = False,
+    cache_kib: int = CACHE_SIZE_KIB,
 ) -> Connection:
     """Open ``path`` with the house settings.
 
@@ -111,6 +117,8 @@ def connect(
         vec: load sqlite-vec into this connection.
         check_same_thread: passed to the driver; our services hand connections to one worker
             thread at a time, so the default is False.
+        cache_kib: the page cache of the main file (``QUERY_CACHE_SIZE_KIB`` for connections
+            that only answer queries).
 
     Raises:
         ExtensionsUnsupported: ``vec`` was asked for and the driver cannot load extensions.
@@ -146,7 +154,7 @@ def connect(
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
     conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute(f"PRAGMA cache_size = -{CACHE_SIZE_KIB}")
+    conn.execute(f"PRAGMA cache_size = -{cache_kib}")
     conn.execute(f"PRAGMA mmap_size = {MMAP_SIZE_BYTES}")
     conn.execute(f"PRAGMA soft_heap_limit = {HEAP_LIMIT_BYTES}")
     conn.execute("PRAGMA temp_store = MEMORY")
@@ -458,10 +466,12 @@ class ThreadConnections:
         vec: bool = False,
         readonly: bool = False,
         attach: dict[str, Path] | None = None,
+        cache_kib: int = CACHE_SIZE_KIB,
     ) -> None:
         self._path = path
         self._vec = vec
         self._readonly = readonly
+        self._cache_kib = cache_kib
         self._attach = dict(attach or {})
         self._local = threading.local()
         self._all: list[Connection] = []
@@ -471,7 +481,9 @@ class ThreadConnections:
         """This thread's connection, opened on first use."""
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = connect(self._path, vec=self._vec, readonly=self._readonly)
+            conn = connect(
+                self._path, vec=self._vec, readonly=self._readonly, cache_kib=self._cache_kib
+            )
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)

@@ -22,11 +22,15 @@ __all__ = ["create_server", "open_deps", "start"]
 
 def open_deps(settings: Settings) -> Deps:
     """Open and migrate ``lexical.db``; attach the producers' files read-only."""
-    pool = db.ThreadConnections(
-        settings.db_path(OWNER),
-        attach={name: settings.db_path(name) for name in PRODUCERS},
-    )
+    attach = {name: settings.db_path(name) for name in PRODUCERS}
+    pool = db.ThreadConnections(settings.db_path(OWNER), attach=attach)
     db.migrate(pool.get(), OWNER, MIGRATIONS)
+    reads = db.ThreadConnections(
+        settings.db_path(OWNER),
+        readonly=True,
+        attach=attach,
+        cache_kib=db.QUERY_CACHE_SIZE_KIB,
+    )
 
     def step() -> int:
         if not all(pool.attached(name) for name in PRODUCERS):
@@ -35,7 +39,7 @@ def open_deps(settings: Settings) -> Deps:
 
     loop = FeedLoop("lexical", step, poll_interval_s=settings.poll_interval_s)
     splitter = Splitter(settings.db_path(OWNER))
-    return Deps(settings=settings, pool=pool, loop=loop, splitter=splitter)
+    return Deps(settings=settings, pool=pool, reads=reads, loop=loop, splitter=splitter)
 
 
 def create_server(settings: Settings, deps: Deps) -> Running:
@@ -50,6 +54,7 @@ def create_server(settings: Settings, deps: Deps) -> Running:
 
     async def close() -> None:
         await to_thread(deps.splitter.close)
+        await to_thread(deps.reads.close)
         await to_thread(deps.pool.close)  # checkpoints the WAL: blocking
 
     return Running(handle=handle, background=[deps.loop.run], on_stop=close)

@@ -72,14 +72,18 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
 
-    def _conn(self, needs: tuple[str, ...] = ("ingest", "unitize")) -> db.Connection:
-        missing = [name for name in needs if not self._deps.pool.attached(name)]
+    def _conn(
+        self, needs: tuple[str, ...] = ("ingest", "unitize"), *, writes: bool = False
+    ) -> db.Connection:
+        """This thread's connection: the read-only query pool's, or the writing pool's."""
+        pool = self._deps.pool if writes else self._deps.reads
+        missing = [name for name in needs if not pool.attached(name)]
         if missing:
             raise IndexNotReady(
                 f"the word index has nothing to read yet: {', '.join(missing)} has not started",
                 hint="start the stack with `chatseek stack up`",
             )
-        return self._deps.pool.get()
+        return pool.get()
 
     async def Notify(
         self, request: pb.NotifyRequest, context: Ctx[pb.NotifyRequest, pb.NotifyResponse]
@@ -293,7 +297,7 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
     ) -> AsyncIterator[pb.ReindexResponse]:
         def run(on_progress: Callable[[object], None]) -> dict[str, Any]:
             on_progress(("reindex", 0, "dropping the word indexes"))
-            counts = indexer.rebuild(self._conn())
+            counts = indexer.rebuild(self._conn(writes=True))
             return {"messages": counts.messages, "units": counts.units, "chunks": counts.chunks}
 
         async for kind, value in stream_progress(run):
@@ -308,7 +312,7 @@ class LexicalServicer(lexical_service_pb2_grpc.LexicalServiceServicer):
         self, request: pb.GetStatusRequest, context: Ctx[pb.GetStatusRequest, pb.GetStatusResponse]
     ) -> pb.GetStatusResponse:
         def read() -> pb.GetStatusResponse:
-            conn = self._deps.pool.get()
+            conn = self._deps.reads.get()
             version = db.schema_version(conn, OWNER)
             if not self._deps.ready_to_index():
                 return pb.GetStatusResponse(

@@ -86,14 +86,20 @@ class Splitter:
         path: ``lexical.db``; each worker thread opens it read-only.
         parts: how many ranges (default: the CPU count, at most ``MAX_PARTS``).
         min_rows: split only when the largest message id reaches this.
+        cache_kib: each worker connection's page cache (a query connection's, by default).
     """
 
     def __init__(
-        self, path: Path | str, *, parts: int | None = None, min_rows: int = SPLIT_MIN_ROWS
+        self,
+        path: Path | str,
+        *,
+        parts: int | None = None,
+        min_rows: int = SPLIT_MIN_ROWS,
+        cache_kib: int = db.QUERY_CACHE_SIZE_KIB,
     ) -> None:
         self.parts = max(1, min(parts if parts is not None else os.cpu_count() or 1, MAX_PARTS))
         self.min_rows = min_rows
-        self._conns = db.ThreadConnections(path, readonly=True)
+        self._conns = db.ThreadConnections(path, readonly=True, cache_kib=cache_kib)
         self._threads = (
             ThreadPoolExecutor(self.parts - 1, thread_name_prefix="lexical-bm25")
             if self.parts > 1
