@@ -28,6 +28,7 @@ from chatseek_gateway.service.common import (
     account_of,
     chat_ids,
     forward_events,
+    reach,
 )
 
 __all__ = ["ArchiveServicer"]
@@ -83,6 +84,7 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
                         chunk=ingest_pb.FileChunk(path=c.path, data=c.data, last=c.last)
                     )
 
+        await reach(self._deps, "ingest")
         stream = self._deps.peers.ingest.ImportExport(forward(), timeout=IMPORT_TIMEOUT_S)
         try:
             async for response in stream:
@@ -282,6 +284,7 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
     ) -> AsyncIterator[pb.SyncResponse]:
         account = account_of(self._deps, request.account)
         ids = sorted(set(await chat_ids(self._deps, account, list(request.chats))))
+        await reach(self._deps, "ingest")
         stream = self._deps.peers.ingest.Sync(
             ingest_pb.SyncRequest(
                 budget_s=request.budget_s,
@@ -298,6 +301,7 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
     async def Extract(
         self, request: pb.ExtractRequest, context: Ctx[pb.ExtractRequest, pb.ExtractResponse]
     ) -> AsyncIterator[pb.ExtractResponse]:
+        await reach(self._deps, "ingest")
         stream = self._deps.peers.ingest.Extract(
             ingest_pb.ExtractRequest(
                 budget_s=request.budget_s,
@@ -316,6 +320,7 @@ class ArchiveServicer(archive_service_pb2_grpc.ArchiveServiceServicer):
     ) -> AsyncIterator[pb.PruneDeletedResponse]:
         account = account_of(self._deps, request.account)
         chat_id = await self._chat_id(account, request.chat) if request.chat else 0
+        await reach(self._deps, "ingest")
         stream = self._deps.peers.ingest.PruneDeleted(
             ingest_pb.PruneDeletedRequest(
                 account=account, chat_id=chat_id, budget_s=request.budget_s

@@ -17,7 +17,13 @@ from chatseek_core.client import call
 from chatseek_core.errors import InvalidArgument
 from chatseek_gateway.dates import parse_bound
 from chatseek_gateway.deps import Deps
-from chatseek_gateway.service.common import RESOLVE_TIMEOUT_S, Ctx, account_of, forward_events
+from chatseek_gateway.service.common import (
+    RESOLVE_TIMEOUT_S,
+    Ctx,
+    account_of,
+    forward_events,
+    reach,
+)
 
 __all__ = ["ConversationsServicer"]
 
@@ -66,6 +72,7 @@ class ConversationsServicer(conversations_service_pb2_grpc.ConversationsServiceS
         for spec in request.chats:
             account, chat_id = await self._conversation_chat(account, spec)
             chat_ids.append(chat_id)
+        await reach(self._deps, "unitize")
         stream = self._deps.peers.unitize.BuildConversations(
             unitize_pb.BuildConversationsRequest(
                 account=account, chat_ids=chat_ids, all=request.all

@@ -32,7 +32,7 @@ from chatseek_core.version import VERSION
 from chatseek_core.wire_json import from_json
 from chatseek_gateway.deps import Deps
 from chatseek_gateway.peers import Peers
-from chatseek_gateway.service.common import Ctx, account_of, chat_ids, forward_events
+from chatseek_gateway.service.common import Ctx, account_of, chat_ids, forward_events, reach
 from chatseek_gateway.shapes import Evented
 from chatseek_gateway.verify import backup, verify_store
 
@@ -201,6 +201,7 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
     ) -> AsyncIterator[pb.EmbedResponse]:
         account = account_of(self._deps, request.account)
         ids = await chat_ids(self._deps, account, list(request.chats))
+        await reach(self._deps, "vector")
         stream = self._deps.peers.vector.IndexUnits(
             vector_pb.IndexUnitsRequest(
                 account=account, chat_ids=ids, reembed=request.reembed, confirmed=request.yes
@@ -227,19 +228,20 @@ class OpsServicer(ops_service_pb2_grpc.OpsServiceServicer):
     async def Reindex(
         self, request: pb.ReindexRequest, context: Ctx[pb.ReindexRequest, pb.ReindexResponse]
     ) -> AsyncIterator[pb.ReindexResponse]:
+        if request.target not in ("lexical", "vector"):
+            raise InvalidArgument(
+                f"reindex target {request.target!r} is not lexical or vector",
+                metadata={"field": "target"},
+            )
+        await reach(self._deps, request.target)
         stream: AsyncIterable[Evented]
         if request.target == "lexical":
             stream = self._deps.peers.lexical.Reindex(
                 lexical_pb.ReindexRequest(), timeout=LONG_TIMEOUT_S
             )
-        elif request.target == "vector":
+        else:
             stream = self._deps.peers.vector.IndexUnits(
                 vector_pb.IndexUnitsRequest(reembed=True, confirmed=True), timeout=LONG_TIMEOUT_S
-            )
-        else:
-            raise InvalidArgument(
-                f"reindex target {request.target!r} is not lexical or vector",
-                metadata={"field": "target"},
             )
         async for event in forward_events(
             stream, lambda e: pb.ReindexResponse(event=e), request.target
