@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,11 +14,13 @@ from typing import Any
 import grpc
 import numpy as np
 import pytest
+import sqlean
 
 from chatseek.vector.v1 import vector_service_pb2 as pb
 from chatseek.vector.v1 import vector_service_pb2_grpc
 from chatseek_core import db, errors, feed
 from chatseek_core.client import call, decode_error
+from chatseek_core.settings import Settings
 from chatseek_core.wire_json import to_json
 from chatseek_embed import server as embed_server
 from chatseek_testing.services import serving, temp_settings
@@ -73,9 +77,10 @@ async def _index(stub: Any, **kwargs: Any) -> dict[str, Any]:
     return result
 
 
-@pytest.fixture
-async def stack(tmp_path: Path) -> AsyncIterator[tuple[Any, Path]]:
-    """The embed service (fake models) and the vector service in-process, its first pass done."""
+@contextlib.asynccontextmanager
+async def _embed_serving(tmp_path: Path) -> AsyncIterator[Settings]:
+    """The embed service (fake models) in-process, and the vector service's settings to reach it
+    over unitize.db holding TEXTS."""
     embed_settings = temp_settings(tmp_path, "embed")
     async with serving(
         embed_server.create_server(embed_settings, embed_server.load_models(embed_settings))
@@ -86,6 +91,13 @@ async def stack(tmp_path: Path) -> AsyncIterator[tuple[Any, Path]]:
             {"CHATSEEK_EMBED_ADDR": embed_addr, "CHATSEEK_POLL_INTERVAL_S": "60"},
         )
         _write_units(settings.db_path("unitize"), TEXTS)
+        yield settings
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[tuple[Any, Path]]:
+    """The embed service (fake models) and the vector service in-process, its first pass done."""
+    async with _embed_serving(tmp_path) as settings:
         deps = vector_server.open_deps(settings)
         async with serving(vector_server.create_server(settings, deps)) as addr:
             # The background loop's first pass embeds TEXTS; with a 60 s poll and no Notify it
@@ -280,3 +292,34 @@ async def test_a_query_vector_is_embedded_once_for_concurrent_and_repeated_asker
         vector = await worker.embed_query(identity, "bank account")  # the failure was not kept
         assert failing.calls == 2
         assert np.array_equal(vector, first)
+
+
+async def test_only_the_workers_threads_write_and_queries_read_through_a_read_only_pool(
+    tmp_path: Path,
+) -> None:
+    async with _embed_serving(tmp_path) as settings:
+        deps = vector_server.open_deps(settings)
+        writers: set[str] = set()
+        get = deps.pool.get
+
+        def recorded() -> db.Connection:
+            writers.add(threading.current_thread().name)
+            return get()
+
+        deps.pool.get = recorded  # type: ignore[method-assign]
+        async with serving(vector_server.create_server(settings, deps)) as addr:
+            await asyncio.wait_for(deps.worker.waiting.wait(), timeout=30)
+            async with grpc.aio.insecure_channel(addr) as channel:
+                stub = vector_service_pb2_grpc.VectorServiceStub(channel)
+                _write_units(settings.db_path("unitize"), {5: "a new unit about visas"})
+                assert (await _index(stub))["remaining"] == 0
+                for question in ("bank account", "visas", "waterfall hike"):
+                    await call(stub.Knn, pb.KnnRequest(query=question, k=2))
+                await call(stub.EmbedStatus, pb.EmbedStatusRequest())
+                await call(stub.GetStatus, pb.GetStatusRequest())
+            query = deps.reads.get()
+            assert -query.execute("PRAGMA cache_size").fetchone()[0] == db.QUERY_CACHE_SIZE_KIB
+            with pytest.raises(sqlean.OperationalError, match="readonly"):
+                query.execute("DELETE FROM embedded_units")
+    assert writers
+    assert all(name.startswith("vector-embed") for name in writers), writers

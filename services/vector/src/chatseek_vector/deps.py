@@ -1,4 +1,5 @@
-"""What the vector servicer is given: ``vector.db``, the embedding worker, the embed channel."""
+"""What the vector servicer is given: ``vector.db`` (a pool of connections that write and one
+that only answers queries), the embedding worker, the embed channel."""
 
 from __future__ import annotations
 
@@ -15,9 +16,14 @@ __all__ = ["Deps"]
 
 @dataclass
 class Deps:
-    """What the vector servicer needs."""
+    """What the vector servicer needs.
+
+    ``pool`` writes, on the worker's own threads; ``reads`` answers queries, read-only, with a
+    small page cache on each query thread.
+    """
 
     settings: Settings
     pool: db.ThreadConnections
+    reads: db.ThreadConnections
     worker: Worker
     channel: grpc.aio.Channel

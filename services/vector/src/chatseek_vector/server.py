@@ -22,14 +22,20 @@ __all__ = ["create_server", "open_deps", "start"]
 
 def open_deps(settings: Settings) -> Deps:
     """Open and migrate ``vector.db`` (with sqlite-vec), attach unitize.db, reach embed."""
-    pool = db.ThreadConnections(
-        settings.db_path(OWNER), vec=True, attach={"unitize": settings.db_path("unitize")}
-    )
+    attach = {"unitize": settings.db_path("unitize")}
+    pool = db.ThreadConnections(settings.db_path(OWNER), vec=True, attach=attach)
     db.migrate(pool.get(), OWNER, MIGRATIONS)
+    reads = db.ThreadConnections(
+        settings.db_path(OWNER),
+        vec=True,
+        readonly=True,
+        attach=attach,
+        cache_kib=db.QUERY_CACHE_SIZE_KIB,
+    )
     channel = aio_channel(settings.addr("embed"))
     embed = embed_service_pb2_grpc.EmbedServiceStub(channel)
     worker = Worker(pool, embed, settings.poll_interval_s)
-    return Deps(settings=settings, pool=pool, worker=worker, channel=channel)
+    return Deps(settings=settings, pool=pool, reads=reads, worker=worker, channel=channel)
 
 
 def create_server(settings: Settings, deps: Deps) -> Running:
@@ -43,6 +49,7 @@ def create_server(settings: Settings, deps: Deps) -> Running:
     handle = build_server(service=OWNER, listen=settings.listen, register=register)
 
     async def close() -> None:
+        await to_thread(deps.reads.close)
         await to_thread(deps.pool.close)  # checkpoints the WAL: blocking
         await deps.channel.close()
 

@@ -90,7 +90,7 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
         )
 
         def run() -> pb.KnnResponse:
-            conn = self._deps.pool.get()
+            conn = self._deps.reads.get()
             space = spaces.require_current(conn, identity)
             if vector.shape[0] != space.identity.dim:
                 raise InvalidArgument(
@@ -123,7 +123,7 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
         context: Ctx[pb.EmbedStatusRequest, pb.EmbedStatusResponse],
     ) -> pb.EmbedStatusResponse:
         def read() -> dict[str, Any]:
-            conn = self._deps.pool.get()
+            conn = self._deps.reads.get()
             doc = index.status(conn, spaces.current_space(conn))
             doc.update(self._deps.worker.report(int(str(doc["total_pending"]))))
             return doc
@@ -135,10 +135,10 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
         self, request: pb.GetStatusRequest, context: Ctx[pb.GetStatusRequest, pb.GetStatusResponse]
     ) -> pb.GetStatusResponse:
         def read() -> pb.GetStatusResponse:
-            conn = self._deps.pool.get()
+            conn = self._deps.reads.get()
             space = spaces.current_space(conn)
             lag = 0
-            if self._deps.worker.ready():
+            if self._deps.reads.attached("unitize"):
                 from chatseek_core import feed
 
                 lag = feed.head(conn, "unitize") - feed.cursor(conn, index.FEED)

@@ -1,7 +1,9 @@
 """The embedding loop: follow the unitize feed, then embed pending units through ``embed``.
 
 One pass at a time (an ``asyncio.Lock``): the background loop and ``chatseek embed`` never
-embed the same unit twice. A pass sweeps the queue in ``unit_id`` order: while one batch is
+embed the same unit twice. Its blocking steps run on ``WRITER_THREADS`` threads of its own, so
+vector.db's writing connections (and their page caches) are those few, never the query
+threads'. A pass sweeps the queue in ``unit_id`` order: while one batch is
 written to vector.db the next is taken and embedded, with at most ``EMBED_AHEAD`` batches held.
 The embedder's identity is read before every pass; a pass never writes into a space of another
 model. Texts leave the machine only through a local embedder, unless the user confirmed a
@@ -16,13 +18,15 @@ import logging
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
 
 import numpy as np
 
 from chatseek.embed.v1 import embed_service_pb2, embed_service_pb2_grpc
 from chatseek_core import db
-from chatseek_core.aio import to_thread
+from chatseek_core.aio import run_in
 from chatseek_core.client import call
 from chatseek_core.errors import ChatseekError, ConfirmationRequired
 from chatseek_vector import index, spaces
@@ -30,6 +34,9 @@ from chatseek_vector import index, spaces
 __all__ = ["EMBED_BATCH", "EmbedPass", "Rate", "Worker", "batch_size"]
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 EMBED_BATCH = 256
 # A batch holds about REQUEST_TARGET_S of work at the recent rate, between EMBED_BATCH_MIN and
@@ -55,6 +62,8 @@ RATE_BATCHES = 32
 # Query vectors kept (about 1.5 KB each at 384 dimensions): one hybrid search asks for units and
 # for conversation chunks with the same question, and agents repeat questions.
 QUERY_CACHE_ENTRIES = 256
+# A pass takes the next batch while it writes the last one: two threads, two connections.
+WRITER_THREADS = 2
 
 
 @dataclass
@@ -190,6 +199,11 @@ class Worker:
         self._queries: OrderedDict[tuple[spaces.Identity, str], asyncio.Future[np.ndarray]] = (
             OrderedDict()
         )
+        self._threads = ThreadPoolExecutor(WRITER_THREADS, thread_name_prefix="vector-embed")
+
+    async def _blocking(self, func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run ``func`` on the worker's own threads (their connections are the writers)."""
+        return await run_in(self._threads, func, *args, **kwargs)
 
     def nudge(self) -> None:
         """Wake the background loop."""
@@ -248,11 +262,11 @@ class Worker:
 
     async def follow_feed(self) -> int:
         """Consume every pending unitize event; returns how many."""
-        if not await to_thread(self.ready):
+        if not await self._blocking(self.ready):
             return 0
         total = 0
         while True:
-            done = await to_thread(lambda: index.apply_unit_feed(self._pool.get()))
+            done = await self._blocking(lambda: index.apply_unit_feed(self._pool.get()))
             total += done
             if done == 0:
                 return total
@@ -293,7 +307,7 @@ class Worker:
                 index.drop_orphan_pending(conn)
                 return space, index.pending_count(conn, chat_ids)
 
-            space, total = await to_thread(prepare)
+            space, total = await self._blocking(prepare)
             if remote and total > CONFIRM_ABOVE_UNITS and not confirmed:
                 raise ConfirmationRequired(
                     f"{total} units would be sent to the hosted embedder {identity.model}",
@@ -310,7 +324,9 @@ class Worker:
                     break
                 # Some units changed under us; the feed re-queues them with their new text.
                 await self.follow_feed()
-            result.remaining = await to_thread(lambda: index.pending_count(conn_of(), chat_ids))
+            result.remaining = await self._blocking(
+                lambda: index.pending_count(conn_of(), chat_ids)
+            )
             return result
 
     async def _sweep(
@@ -334,7 +350,7 @@ class Worker:
             try:
                 while True:
                     limit = batch_size(self.rate.units_per_s())
-                    batch = await to_thread(_take, conn_of, space, chat_ids, after, limit)
+                    batch = await self._blocking(_take, conn_of, space, chat_ids, after, limit)
                     if not batch:
                         break
                     after = batch[-1].unit_id
@@ -353,7 +369,7 @@ class Worker:
                     break
                 if isinstance(item, Exception):
                     raise item
-                written = await to_thread(_store, conn_of, space, item.items)
+                written = await self._blocking(_store, conn_of, space, item.items)
                 written_total += written
                 self.rate.wrote(written)
                 for tally in (result, self.totals):
@@ -397,7 +413,7 @@ class Worker:
             self._wake.clear()
             self.waiting.clear()
             try:
-                if await to_thread(self.ready):
+                if await self._blocking(self.ready):
                     await self.run_pass(background=True)
                     self.last_error = ""
             except ChatseekError as exc:
