@@ -161,6 +161,93 @@ def test_a_rebuild_after_an_edit_replaces_only_the_chunks_that_changed(stores: S
     assert sorted(op for _, op in events) == ["delete", "upsert"]
 
 
+def test_a_rebuild_keeps_a_chunk_whose_reactions_changed_with_its_new_count(
+    stores: Stores,
+) -> None:
+    build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+    before = _chunk_rows(stores)
+    stores.edit(GROUP, 4, reactions_total=3)
+    stores.drain()
+    head = stores.feed_head()
+
+    report = build_chat(stores.unitize, ACCOUNT, GROUP, RuleScorer())
+
+    after = _chunk_rows(stores)
+    assert report.chunks_reused == len(before) and report.chunks_new == 0
+    assert set(after) == set(before)
+    moved = [u for u in after if after[u] != before[u]]
+    assert len(moved) == 1
+    reactions = 7  # the column's place in ``_chunk_rows``
+    row, was = after[moved[0]], before[moved[0]]
+    assert row[reactions] == was[reactions] + 3
+    assert row[:reactions] + row[reactions + 1 :] == was[:reactions] + was[reactions + 1 :]
+    assert {b for b, _ in _chunks(stores).values()} == {report.build_id}
+    assert stores.unit_events(head) == []
+
+
+def _many_conversations(s: Stores) -> None:
+    """Twelve conversations a day apart, each a question and its answer."""
+    day = 24 * 60
+    s.chat(GROUP)
+    s.put(
+        m
+        for k in range(12)
+        for m in (
+            msg(2 * k + 1, k * day, f"question {k}: where is the {k}th office?", sender=1),
+            msg(2 * k + 2, k * day + 1, f"answer {k}: on floor {k}", sender=2, reply_to=2 * k + 1),
+        )
+    )
+    s.drain()
+
+
+def _chunk_columns(s: Stores) -> dict[str, tuple[object, ...]]:
+    """Each chunk's stored columns by key, its ids aside."""
+    return {str(row[0]): row[1:] for row in _chunk_rows(s).values()}
+
+
+def test_a_rebuild_by_small_pages_publishes_what_a_first_build_of_the_same_messages_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rebuilt, fresh = make_stores(tmp_path / "rebuilt"), make_stores(tmp_path / "fresh")
+    try:
+        _many_conversations(rebuilt)
+        first = build_chat(rebuilt.unitize, ACCOUNT, GROUP, RuleScorer())
+        ids = {str(row[0]): u for u, row in _chunk_rows(rebuilt).items()}
+        for k in (2, 5, 9):
+            rebuilt.edit(GROUP, 2 * k + 2, text=f"answer {k}: moved to floor {k + 1}")
+        for k in (3, 7):
+            rebuilt.edit(GROUP, 2 * k + 1, reactions_total=k)
+        rebuilt.drain()
+        head = rebuilt.feed_head()
+        # Pages of two: the lookups of the previous build, the kept chunks' moves, the
+        # dropped chunks' deletions and the announcements each take several.
+        monkeypatch.setattr(builds, "WRITE_BATCH", 2)
+
+        report = build_chat(rebuilt.unitize, ACCOUNT, GROUP, RuleScorer())
+
+        monkeypatch.undo()
+        _many_conversations(fresh)
+        for k in (2, 5, 9):
+            fresh.edit(GROUP, 2 * k + 2, text=f"answer {k}: moved to floor {k + 1}")
+        for k in (3, 7):
+            fresh.edit(GROUP, 2 * k + 1, reactions_total=k)
+        fresh.drain()
+        build_chat(fresh.unitize, ACCOUNT, GROUP, RuleScorer())
+        assert _chunk_columns(rebuilt) == _chunk_columns(fresh)
+        assert (report.chunks, report.chunks_new, report.chunks_dropped) == (first.chunks, 3, 3)
+        assert report.chunks_reused == first.chunks - 3
+        kept = {str(row[0]): u for u, row in _chunk_rows(rebuilt).items()}
+        assert sum(1 for key, u in kept.items() if ids.get(key) == u) == first.chunks - 3
+        events = rebuilt.unit_events(head)
+        assert sorted(op for _, op in events) == ["delete"] * 3 + ["upsert"] * 3
+        assert {u for u, op in events if op == "upsert"} == set(kept.values()) - set(ids.values())
+        assert {b for b, _ in _chunks(rebuilt).values()} == {report.build_id}
+        assert _state(rebuilt, first.build_id) == "superseded"
+    finally:
+        rebuilt.close()
+        fresh.close()
+
+
 def _chunk_texts(s: Stores) -> list[str]:
     rows = s.unitize.execute("SELECT text FROM units WHERE kind = 'conversation' ORDER BY text")
     return [str(r[0]) for r in rows]

@@ -21,8 +21,10 @@ import logging
 import sys
 import threading
 import time
+from array import array
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, astuple, dataclass, field, fields, replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -42,7 +44,13 @@ from chatseek_unitize.linking import (
 )
 from chatseek_unitize.linkstream import NO_ID, REASONS, LinkColumns, link_chat
 from chatseek_unitize.model import RECIPE_VERSION, Msg
-from chatseek_unitize.store import StoredUnit, UnitWriter, stored_units, topic_key
+from chatseek_unitize.store import (
+    StoredUnit,
+    UnitWriter,
+    stored_units,
+    topic_key,
+    units_by_ident,
+)
 
 __all__ = [
     "CHUNK_KIND",
@@ -543,31 +551,20 @@ def _write_chunks(
     links: LinkColumns,
     number: np.ndarray,
     report: BuildReport,
-) -> tuple[list[int], list[tuple[StoredUnit, ChunkUnit]]]:
+) -> tuple[array[int], _Reused]:
     """Write the ``conversations`` rows, insert the chunks the previous build lacks, and
-    pair the others with their stored unit.
+    note the others for the publish step to move.
 
     Conversations are read back from ingest a batch at a time (about ``WRITE_BATCH``
     messages), in order of their first message, and their rows and new chunks inserted
-    ``WRITE_BATCH`` at a time: only the reused chunks (which the publish step retargets) are held to
-    the end, without their texts.
+    ``WRITE_BATCH`` at a time. The previous build's chunks are looked up a batch at a time
+    too: nothing of either build is held whole, only the ids of the new and the kept chunks.
     """
-    prev = {
-        u.ident: u
-        for u in stored_units(
-            conn,
-            account,
-            chat_id,
-            "kind = ? AND build_id IN (SELECT build_id FROM current_builds"
-            " WHERE account = ? AND chat_id = ?)",
-            (CHUNK_KIND, account, chat_id),
-        )
-    }
+    reused = _Reused(conn, account, chat_id, report.previous_build_id)
     repeats: dict[tuple[int, str], int] = {}
-    reused: list[tuple[StoredUnit, ChunkUnit]] = []
     new: list[ChunkUnit] = []
     rows: list[tuple[object, ...]] = []
-    fresh: list[int] = []
+    fresh = array("q")
 
     def insert() -> None:
         with db.transaction(conn):
@@ -594,20 +591,17 @@ def _write_chunks(
         base = bounds[conv - 1]
         batch = members[base : bounds[last]].tolist()
         loaded = loader.load_ids(conn, account, chat_id, (links.msg_id[k] for k in batch))
+        made: list[ChunkUnit] = []
         for c in range(conv, last + 1):
             at = batch[bounds[c - 1] - base : bounds[c] - base]
             # A message ingest dropped since the links were made leaves its conversation's
             # text; the drop queues a new build.
             seq = [m for m in (loaded.get(links.msg_id[k]) for k in at) if m is not None]
             rows.append(_conversation_row(build_id, c, links, at, seq))
-            for chunk in _chunk_units(seq, repeats) if seq else ():
-                report.chunks += 1
-                old = prev.get((topic_key(chunk.topic_id), CHUNK_KIND, chunk.key))
-                if old is not None and old.content_hash == chunk.content_hash:
-                    # Without its text: publishing moves the stored chunk, whose text is this.
-                    reused.append((old, text_dropped(chunk)))
-                else:
-                    new.append(chunk)
+            if seq:
+                made += _chunk_units(seq, repeats)
+        report.chunks += len(made)
+        new += reused.sort_out(made)
         if len(new) >= WRITE_BATCH or len(rows) >= WRITE_BATCH:
             insert()
         conv = last + 1
@@ -618,16 +612,127 @@ def _write_chunks(
     return fresh, reused
 
 
+_RETARGETS = "temp.build_retargets"
+
+
+class _Reused:
+    """The previous build's chunks that this build keeps, until it publishes.
+
+    A kept chunk has this build's text (the key holds the content hash); when its other stored
+    columns match too, as they nearly always do, it is held as its id alone and publishing
+    only moves it to the new build. One whose members, senders, dates or reactions changed
+    waits in a temporary table of the connection with its new columns. So a rebuild of a big
+    chat holds neither build's chunks in memory: they were 1.8 KB each, 235 MiB for the
+    129k chunks of a 650k-message chat.
+    """
+
+    def __init__(self, conn: Connection, account: str, chat_id: int, prev: int | None) -> None:
+        self.conn, self.account, self.chat_id, self.prev = conn, account, chat_id, prev
+        self.same = array("q")
+        self.changed = 0
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {_RETARGETS}"
+            " (unit_id INTEGER PRIMARY KEY, stored TEXT NOT NULL, chunk TEXT NOT NULL)"
+        )
+        self.clear()
+
+    def __len__(self) -> int:
+        return len(self.same) + self.changed
+
+    def clear(self) -> None:
+        """Forget the retargets (a build that failed or published)."""
+        self.conn.execute(f"DELETE FROM {_RETARGETS}")
+
+    def sort_out(self, made: Sequence[ChunkUnit]) -> list[ChunkUnit]:
+        """Note the chunks of ``made`` the previous build has; returns the others."""
+        if self.prev is None or not made:
+            return list(made)
+        stored = {
+            (u.topic_key, u.key): u
+            for u in units_by_ident(
+                self.conn,
+                self.account,
+                self.chat_id,
+                ((topic_key(c.topic_id), CHUNK_KIND, c.key) for c in made),
+            )
+            if u.build_id == self.prev
+        }
+        out: list[ChunkUnit] = []
+        waiting: list[tuple[int, str, str]] = []
+        for chunk in made:
+            old = stored.get((topic_key(chunk.topic_id), chunk.key))
+            if old is None or old.content_hash != chunk.content_hash:
+                out.append(chunk)
+            elif (
+                old.msg_ids == chunk.msg_ids
+                and old.senders == chunk.senders
+                and old.first_date == chunk.first_date
+                and old.last_date == chunk.last_date
+                and old.reactions == chunk.reactions
+            ):
+                self.same.append(old.unit_id)
+            else:
+                # Without its text: the stored text is this one.
+                waiting.append(
+                    (
+                        old.unit_id,
+                        json.dumps(astuple(old)),
+                        json.dumps(astuple(text_dropped(chunk))),
+                    )
+                )
+        if waiting:
+            self.conn.executemany(f"INSERT INTO {_RETARGETS} VALUES (?, ?, ?)", waiting)
+            self.changed += len(waiting)
+        return out
+
+    def move(self, writer: UnitWriter, build_id: int) -> None:
+        """Move every kept chunk to ``build_id`` (inside the publishing transaction)."""
+        for start in range(0, len(self.same), WRITE_BATCH):
+            self.conn.executemany(
+                "UPDATE units SET build_id = ? WHERE unit_id = ?",
+                [(build_id, unit_id) for unit_id in self.same[start : start + WRITE_BATCH]],
+            )
+        after = 0
+        while True:
+            page = self.conn.execute(
+                f"SELECT unit_id, stored, chunk FROM {_RETARGETS} WHERE unit_id > ?"
+                " ORDER BY unit_id LIMIT ?",
+                (after, WRITE_BATCH),
+            ).fetchall()
+            if not page:
+                break
+            for _, old, chunk in page:
+                writer.retarget(
+                    _revived(StoredUnit, old), self.chat_id, _revived(ChunkUnit, chunk), build_id
+                )
+            after = int(page[-1][0])
+
+
+_Revived = TypeVar("_Revived", StoredUnit, ChunkUnit)
+
+
+def _revived(cls: type[_Revived], text: str) -> _Revived:
+    """A ``StoredUnit`` or ``ChunkUnit`` from the JSON of its ``astuple``."""
+    values = dict(zip([f.name for f in fields(cls)], json.loads(text), strict=True))
+    return cls(
+        **{**values, "msg_ids": tuple(values["msg_ids"]), "senders": tuple(values["senders"])}
+    )
+
+
 def _publish(
     conn: Connection,
     account: str,
     chat_id: int,
     build_id: int,
     report: BuildReport,
-    fresh: Iterable[int],
-    reused: Sequence[tuple[StoredUnit, ChunkUnit]],
+    fresh: Sequence[int],
+    reused: _Reused,
 ) -> None:
-    """The one transaction that makes the build current and retires the previous one."""
+    """The one transaction that makes the build current and retires the previous one.
+
+    Dropped chunks are deleted and new ones announced a page at a time, so a rebuild that
+    replaces most of a big chat's chunks holds one page of them.
+    """
     with db.transaction(conn):
         state = conn.execute(
             "SELECT state FROM conversation_builds WHERE build_id = ?", (build_id,)
@@ -635,27 +740,29 @@ def _publish(
         if state is None or state[0] != "building":
             raise RuntimeError(f"build {build_id} was discarded while it ran")
         writer = UnitWriter(conn, account)
-        for old, chunk in reused:
-            writer.retarget(old, chat_id, chunk, build_id)
-        kept = {old.unit_id for old, _ in reused}
+        reused.move(writer, build_id)
         prev = report.previous_build_id
         if prev is not None:
-            dropped = [
-                u
-                for u in stored_units(
-                    conn, account, chat_id, "kind = ? AND build_id = ?", (CHUNK_KIND, prev)
-                )
-                if u.unit_id not in kept
-            ]
-            writer.delete(dropped)
-            report.chunks_dropped = len(dropped)
+            # What the previous build still holds, now that the kept chunks have moved.
+            while dropped := stored_units(
+                conn,
+                account,
+                chat_id,
+                "unit_id IN (SELECT unit_id FROM units WHERE build_id = ? AND kind = ? LIMIT ?)",
+                (prev, CHUNK_KIND, WRITE_BATCH),
+            ):
+                writer.delete(dropped)
+                writer.flush()
+                report.chunks_dropped += len(dropped)
             conn.execute("DELETE FROM links WHERE build_id = ?", (prev,))
             conn.execute("DELETE FROM conversations WHERE build_id = ?", (prev,))
             conn.execute(
                 "UPDATE conversation_builds SET state = 'superseded' WHERE build_id = ?", (prev,)
             )
-        for unit_id in fresh:
-            writer.announce(chat_id, unit_id, "upsert")
+        for start in range(0, len(fresh), WRITE_BATCH):
+            for unit_id in fresh[start : start + WRITE_BATCH]:
+                writer.announce(chat_id, unit_id, "upsert")
+            writer.flush()
         conn.execute(
             "UPDATE conversation_builds SET state = 'complete', finished_at = unixepoch(),"
             " message_count = ?, conversation_count = ? WHERE build_id = ?",
@@ -667,6 +774,7 @@ def _publish(
             (account, chat_id, build_id),
         )
         writer.flush()
+    reused.clear()
 
 
 def build_chats(
