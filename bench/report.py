@@ -630,7 +630,16 @@ def _pipeline_md(scale: str, pipe: dict[str, Any], units: dict[str, Any]) -> lis
             " `hybrid.search` in-process with in-process lists; the last row after"
             f" `chatseek conversations build --all` ({built.get('build_s')} s, chunks indexed by"
             f" words and embedded {built.get('chunks_embedded_s')} s later), when hybrid search"
-            " also ranks the chunks and weighs each unit's conversation):",
+            " also ranks the chunks and weighs each unit's conversation"
+            + (
+                f"; after the timings the same builds ran again ({built['rebuild_s']} s,"
+                f" {_fmt(built.get('rebuild_chunks_reused'))} of"
+                f" {_fmt(built.get('rebuild_chunks'))} chunks kept), and the peak RSS above"
+                " includes that rebuild"
+                if built.get("rebuild_s") is not None
+                else ""
+            )
+            + "):",
             "",
         ]
         md += _table(
