@@ -60,9 +60,25 @@ def _mixed(seed: int) -> list[Msg]:
     return out
 
 
+def _renumbered(msgs: list[Msg], seed: int) -> list[Msg]:
+    """The same chat with its message ids shuffled, so ids no longer ascend with the dates
+    (as after an import of a migrated group): the streamed linker then keeps an id index."""
+    ids = sorted(m.msg_id for m in msgs)
+    shuffled = ids[:]
+    random.Random(seed).shuffle(shuffled)
+    new = dict(zip(ids, shuffled, strict=True))
+    return [
+        replace(m, msg_id=new[m.msg_id], reply_to=new.get(m.reply_to, m.reply_to))
+        if m.reply_to is not None
+        else replace(m, msg_id=new[m.msg_id])
+        for m in msgs
+    ]
+
+
+@pytest.mark.parametrize("ids_ascend", [True, False])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_streamed_links_are_the_list_linkers_field_for_field(seed: int) -> None:
-    msgs = _mixed(seed)
+def test_streamed_links_are_the_list_linkers_field_for_field(seed: int, ids_ascend: bool) -> None:
+    msgs = _mixed(seed) if ids_ascend else _renumbered(_mixed(seed), seed)
     answers = {m.msg_id: (None if m.msg_id % 2 else m.msg_id - 5) for m in msgs[::37]}
     want = build_links(msgs, agent_answers=answers, scorer=LearnedScorer())
     ordered = sorted(msgs, key=chrono_key)
