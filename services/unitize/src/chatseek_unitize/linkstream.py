@@ -275,7 +275,8 @@ class StreamTopic:
             ids = np.frombuffer(self.ids, dtype=np.int64)
             if bool((ids[1:] > ids[:-1]).all()):
                 # Ids that ascend with the dates (as in most chats) are their own index: a
-                # sorted copy and its order took 16 bytes a message.
+                # sorted copy and its order took 16 bytes a message. The view pins ``ids``'
+                # buffer, so nothing is added after a lookup (the topic is whole by then).
                 self._by_id = (None, ids)
             else:
                 by_id = np.argsort(ids, kind="stable")
