@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chatseek_core.render import (
     ALBUM_INDENT,
     MEDIA_TEXT_MAX_CHARS,
+    _minute_stamp,
     month_words,
+    one_line,
     render_line,
     render_lines,
     same_album,
@@ -134,3 +139,18 @@ def test_month_words_name_each_month_of_the_stamps_once_in_english_and_russian()
     text = "\n".join(render_lines(rows))
     assert month_words(text) == "october октябрь november ноябрь"
     assert month_words("no stamps here\n[2023-13-01 10:00] not a month") == ""
+
+
+@given(st.text(alphabet=st.sampled_from(" \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u3000ab\u0436")))
+def test_one_line_folds_whitespace_as_splitting_into_words_does(text: str) -> None:
+    assert one_line(text) == " ".join(text.split())
+
+
+@given(st.text())
+def test_one_line_folds_any_text_as_splitting_into_words_does(text: str) -> None:
+    assert one_line(text) == " ".join(text.split())
+
+
+@given(st.integers(min_value=0, max_value=2**33 // 60))
+def test_a_minute_stamp_is_the_utc_date_and_clock_of_that_minute(minute: int) -> None:
+    assert _minute_stamp(minute) == time.strftime("%Y-%m-%d %H:%M", time.gmtime(minute * 60))

@@ -10,7 +10,7 @@ sequence numbers become visible in order and a cursor never skips a row.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from chatseek_core.db import Connection
 
@@ -45,9 +45,12 @@ CREATE TABLE IF NOT EXISTS _cursors (
 """
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One feed row: ``entity`` is the producer's id (a message id, a unit id) within the chat."""
+class Event(NamedTuple):
+    """One feed row: ``entity`` is the producer's id (a message id, a unit id) within the chat.
+
+    A tuple, not a dataclass: a consumer reads thousands a batch, and a row becomes one without
+    a Python call per field (``_make``).
+    """
 
     seq: int
     kind: str
@@ -78,7 +81,7 @@ def read_after(conn: Connection, after: int, limit: int, schema: str = "main") -
         " WHERE seq > ? ORDER BY seq LIMIT ?",
         (after, limit),
     )
-    return [Event(*row) for row in cur.fetchall()]
+    return list(map(Event._make, cur.fetchall()))
 
 
 def cursor(conn: Connection, feed: str) -> int:

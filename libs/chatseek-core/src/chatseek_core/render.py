@@ -44,10 +44,12 @@ ALBUM_MAX = 10
 """The most photos (videos, files) Telegram puts in one album."""
 ELLIPSIS = "…"
 SECONDS_PER_MINUTE = 60
-_STAMP_CACHE_SIZE = 4_096
-# Lines are rendered in time order (a cut, a chunk), so a few days of minutes hold every repeat:
-# 65,536 stamps hit no more often on the 1M bench archive, and their 15 MiB, made among short-lived
-# objects, kept about twice that of Python's arenas mapped in unitize after the cut.
+MINUTES_PER_DAY = 24 * 60
+_DAY_CACHE_SIZE = 4_096
+# A stamp is its day's date and the minute's clock; days repeat far more than minutes, and the
+# 1,440 clocks are made once: a cut renders a minute once or twice, so a cache of whole stamps
+# (tried: 4,096 to 65,536 of them) mostly missed and paid ``gmtime`` and a format each time.
+_CLOCKS = tuple(f"{h:02d}:{m:02d}" for h in range(24) for m in range(60))
 
 # Marker label per media kind; kinds in _INLINE_KINDS show their media_text inside the marker,
 # kinds in _FILE_KINDS show the file name there.
@@ -105,14 +107,25 @@ def same_album(a: RenderedMessage, b: RenderedMessage) -> bool:
     return a.grouped_id is not None and a.grouped_id == b.grouped_id
 
 
-@functools.lru_cache(maxsize=_STAMP_CACHE_SIZE)
+@functools.lru_cache(maxsize=_DAY_CACHE_SIZE)
+def _day_stamp(day: int) -> str:
+    t = time.gmtime(day * MINUTES_PER_DAY * SECONDS_PER_MINUTE)
+    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
+
+
 def _minute_stamp(minute: int) -> str:
-    t = time.gmtime(minute * SECONDS_PER_MINUTE)
-    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d} {t.tm_hour:02d}:{t.tm_min:02d}"
+    """``YYYY-MM-DD HH:MM`` (UTC) of the ``minute``-th minute since the epoch."""
+    day, clock = divmod(minute, MINUTES_PER_DAY)
+    return f"{_day_stamp(day)} {_CLOCKS[clock]}"
 
 
 def one_line(text: str) -> str:
     """``text`` with line breaks and runs of whitespace folded to one space, stripped."""
+    # Most text is one line already: printable means its only whitespace is the ASCII space
+    # (every other whitespace character is a control or a separator), so no double, leading
+    # or trailing space leaves it as it is, without splitting it into words and joining them.
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
     return " ".join(text.split())
 
 
