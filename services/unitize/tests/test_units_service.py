@@ -249,6 +249,29 @@ def test_reads_through_a_pool_equal_full_reads_and_take_the_pooled_messages(
     assert all(m is pool[m.msg_id] for m in pooled_children if m.msg_id in pool)
 
 
+def test_ids_close_together_read_as_a_range_give_what_lookups_by_id_give(stores: Stores) -> None:
+    # Ids 1..60 with gaps (never stored, or deleted), a photo among them and another chat whose
+    # ids overlap: a range read must keep exactly the wanted ids of this chat.
+    stores.put(
+        msg(i, i, f"text {i}", media="photo" if i == 12 else None) for i in range(1, 61) if i % 7
+    )
+    stores.chat(DISCUSSION)
+    stores.put([msg(i, i, f"elsewhere {i}", chat_id=DISCUSSION) for i in range(1, 61)])
+    stores.delete(GROUP, [20, 21])
+    conn = stores.unitize
+    dense = [i for i in range(10, 40) if i not in (15, 25)]  # spans 30, wants 28: a range
+    sparse = list(range(1, 61, 5))  # spans 56 ids, wants 12: looked up one by one
+    for wanted in (dense, sparse, [5, 6], [30]):
+        got = loader.load_ids(conn, ACCOUNT, GROUP, wanted)
+        one_by_one = {
+            i: m for i in wanted for m in loader.load_ids(conn, ACCOUNT, GROUP, [i]).values()
+        }
+        assert got == one_by_one
+        assert set(got) == {i for i in wanted if i % 7 and i not in (20, 21)}
+        assert all(m.text == f"text {m.msg_id}" for m in got.values())
+    assert loader.load_ids(conn, ACCOUNT, GROUP, dense)[12].media_kind == "photo"
+
+
 def test_whether_a_window_is_stored_from_a_point_holds_at_its_bounds(stores: Stores) -> None:
     from chatseek_unitize.units import _stored_from
 

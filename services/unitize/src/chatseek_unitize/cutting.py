@@ -35,6 +35,7 @@ from chatseek_unitize.model import RECIPE_VERSION, CutConfig, Msg, Unit, UnitKin
 __all__ = [
     "ALBUM_INDENT",
     "CHANNEL_CHAT_TYPES",
+    "Lines",
     "MEDIA_TEXT_MAX_CHARS",
     "chrono_key",
     "cut_chat",
@@ -70,20 +71,31 @@ def is_unit_member(m: Msg) -> bool:
     """Whether ``m`` belongs in units: not a service message, and some text or media."""
     if m.is_service:
         return False
-    return bool(m.media_kind or m.media_text or m.text.strip())
+    # ``isspace`` tells what ``strip`` would leave empty, without making the stripped copy.
+    return bool(m.media_kind or m.media_text) or (bool(m.text) and not m.text.isspace())
 
 
-class _Lines:
+class Lines:
     """Rendered lines by message, each message rendered at most once per cut and form.
 
+    One instance serves the messages of one chat as read in one transaction: a feed batch
+    shares it between its window and thread re-cuts, so a message of both is rendered once.
     A post unit holds messages of two chats (the channel's posts, the discussion group's
     comments) whose ids overlap, so a comment is told apart by its ``comment_of``.
     """
 
-    __slots__ = ("_cache",)
+    __slots__ = ("_cache", "_names")
 
     def __init__(self) -> None:
         self._cache: dict[tuple[int, tuple[int, int] | None, bool], str] = {}
+        self._names: dict[str, str] = {}
+
+    def sender(self, m: Msg) -> str:
+        """``m``'s sender as a unit lists it: its name on one line, or ``UNKNOWN_SENDER``."""
+        name = self._names.get(m.sender_name)
+        if name is None:
+            name = self._names[m.sender_name] = one_line(m.sender_name) or UNKNOWN_SENDER
+        return name
 
     def __call__(self, m: Msg, continues_album: bool = False) -> str:
         key = (m.msg_id, m.comment_of, continues_album)
@@ -94,11 +106,11 @@ class _Lines:
         return line
 
 
-def _make_unit(kind: UnitKind, key: str, seq: Sequence[Msg], lines: _Lines) -> Unit:
+def _make_unit(kind: UnitKind, key: str, seq: Sequence[Msg], lines: Lines) -> Unit:
     text = "\n".join(lines(m, i > 0 and same_album(seq[i - 1], m)) for i, m in enumerate(seq))
     senders: dict[str, None] = {}
     for m in seq:
-        senders.setdefault(one_line(m.sender_name) or UNKNOWN_SENDER, None)
+        senders.setdefault(lines.sender(m), None)
     dates = [m.date for m in seq]
     return Unit(
         kind=kind,
@@ -132,7 +144,7 @@ def _members_by_topic(msgs: Iterable[Msg]) -> dict[int | None, list[Msg]]:
 # --- windows ---
 
 
-def _cut_window_run(members: Sequence[Msg], cfg: CutConfig, lines: _Lines) -> list[Unit]:
+def _cut_window_run(members: Sequence[Msg], cfg: CutConfig, lines: Lines) -> list[Unit]:
     """Windows over one topic's members, already in canonical order."""
     units: list[Unit] = []
     gap_s = cfg.window_gap_min * SECONDS_PER_MINUTE
@@ -172,7 +184,7 @@ def cut_windows(msgs: Iterable[Msg], cfg: CutConfig | None = None) -> list[Unit]
         ``w:<first msg id>``.
     """
     cfg = cfg or CutConfig()
-    lines = _Lines()
+    lines = Lines()
     units: list[Unit] = []
     for members in _members_by_topic(msgs).values():
         units.extend(_cut_window_run(members, cfg, lines))
@@ -207,7 +219,11 @@ def recut_anchor(
 
 
 def recut_from(
-    msgs_sorted: Sequence[Msg], start_index: int, cfg: CutConfig | None = None
+    msgs_sorted: Sequence[Msg],
+    start_index: int,
+    cfg: CutConfig | None = None,
+    *,
+    lines: Lines | None = None,
 ) -> list[Unit]:
     """Re-cut the windows of one topic from ``msgs_sorted[start_index]`` on.
 
@@ -215,6 +231,8 @@ def recut_from(
     skipped); ``start_index`` must point at the message ``recut_anchor`` named (or 0). The
     result equals the suffix of ``cut_windows(msgs_sorted)`` from that window on, so unchanged
     windows come back with the same keys and hashes.
+
+    ``lines`` may carry lines already rendered from the same messages (see ``Lines``).
 
     Raises:
         InvalidValue: ``start_index`` out of range, messages out of order or from two topics.
@@ -230,7 +248,7 @@ def recut_from(
         if chrono_key(a) >= chrono_key(b):
             raise InvalidValue("recut_from needs messages sorted by (date, msg_id).")
     members = [m for m in tail if is_unit_member(m)]
-    return _cut_window_run(members, cfg, _Lines())
+    return _cut_window_run(members, cfg, Lines() if lines is None else lines)
 
 
 # --- threads ---
@@ -350,7 +368,7 @@ def thread_graph(msgs: Iterable[Msg]) -> tuple[dict[int, int], dict[int, int]]:
 
 
 def _cut_threads(
-    members: Sequence[Msg], cfg: CutConfig, lines: _Lines, roots: Collection[int] | None
+    members: Sequence[Msg], cfg: CutConfig, lines: Lines, roots: Collection[int] | None
 ) -> list[Unit]:
     by_id = {m.msg_id: m for m in members}
     heads, edges = thread_graph(members)
@@ -380,7 +398,11 @@ def _cut_threads(
 
 
 def cut_threads(
-    msgs: Iterable[Msg], cfg: CutConfig | None = None, *, roots: Collection[int] | None = None
+    msgs: Iterable[Msg],
+    cfg: CutConfig | None = None,
+    *,
+    roots: Collection[int] | None = None,
+    lines: Lines | None = None,
 ) -> list[Unit]:
     """Cut reply threads.
 
@@ -397,13 +419,14 @@ def cut_threads(
         msgs: Messages of the chat (or at least every message of the threads wanted).
         cfg: Cutting limits.
         roots: Only cut the threads of these root ids (for incremental re-cuts).
+        lines: Lines already rendered from the same messages (see ``Lines``).
 
     Returns:
         Thread units keyed ``t:<root id>:<part>``, ordered by topic, root date, part.
     """
     cfg = cfg or CutConfig()
     members = [m for m in msgs if is_unit_member(m)]
-    return _cut_threads(members, cfg, _Lines(), roots)
+    return _cut_threads(members, cfg, Lines() if lines is None else lines, roots)
 
 
 # --- posts ---
@@ -413,7 +436,7 @@ def _cut_posts(
     posts: Iterable[Msg],
     comments_by_post: Mapping[int, Sequence[Msg]],
     cfg: CutConfig,
-    lines: _Lines,
+    lines: Lines,
 ) -> list[Unit]:
     units: list[Unit] = []
     for album in _album_runs(sorted((p for p in posts if is_unit_member(p)), key=chrono_key)):
@@ -455,7 +478,7 @@ def cut_posts(
         Post units in chronological order of the posts, keyed ``p:<post id>`` (part 0).
     """
     cfg = cfg or CutConfig()
-    return _cut_posts(posts, comments_by_post or {}, cfg, _Lines())
+    return _cut_posts(posts, comments_by_post or {}, cfg, Lines())
 
 
 # --- whole chat ---
@@ -482,7 +505,7 @@ def cut_chat(
         Posts for a channel; otherwise windows followed by threads.
     """
     cfg = cfg or CutConfig()
-    lines = _Lines()
+    lines = Lines()
     if chat_type in CHANNEL_CHAT_TYPES:
         by_post: dict[int, list[Msg]] = {}
         for c in comments or ():

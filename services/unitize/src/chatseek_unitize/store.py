@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Protocol
 
 from chatseek_core import feed
@@ -89,6 +90,10 @@ class UnitLike(Protocol):
 def _ids_json(ids: Sequence[int]) -> str:
     """``json.dumps(list(ids))``, without the encoder's overhead."""
     return "[" + ", ".join(map(str, ids)) + "]"
+
+
+# Member rows ``(unit_id, account, chat_id, msg_id)`` in the primary key's order.
+_MEMBER_ORDER = itemgetter(2, 3, 0)
 
 
 def topic_key(topic_id: int | None) -> int:
@@ -344,7 +349,7 @@ class UnitWriter:
             members.extend(
                 _member_rows(unit_id, self.account, chat_id, linked, unit.kind, unit.msg_ids)
             )
-        members.sort(key=lambda r: (r[2], r[3], r[0]))
+        members.sort(key=_MEMBER_ORDER)
         self.conn.executemany(
             "INSERT OR IGNORE INTO unit_members (unit_id, account, chat_id, msg_id)"
             " VALUES (?, ?, ?, ?)",

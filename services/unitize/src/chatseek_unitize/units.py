@@ -29,6 +29,7 @@ from chatseek_unitize import loader
 from chatseek_unitize.builds import drop_chat_builds, prune_chunks
 from chatseek_unitize.cutting import (
     CHANNEL_CHAT_TYPES,
+    Lines,
     chrono_key,
     cut_chat,
     cut_posts,
@@ -238,8 +239,11 @@ def _apply_chat(
     elif is_channel:
         posts.setdefault(chat_id, set()).update(changed)
     else:
-        _recut_windows(conn, writer, account, chat_id, _window_changes(present, held), present, cfg)
-        _recut_threads(conn, writer, account, chat_id, changed, present, held, cfg)
+        # One set of rendered lines for both re-cuts: most thread members sit in a window too.
+        lines = Lines()
+        spans = _window_changes(present, held)
+        _recut_windows(conn, writer, account, chat_id, spans, present, cfg, lines)
+        _recut_threads(conn, writer, account, chat_id, changed, present, held, cfg, lines)
     if info is not None:
         _set_recipe(conn, account, chat_id, whole=whole)
         prune_chunks(conn, writer, account, chat_id, changed - set(present))
@@ -309,6 +313,7 @@ def _recut_windows(
     spans: dict[int | None, tuple[Key, Key]],
     present: Mapping[int, Msg],
     cfg: CutConfig,
+    lines: Lines,
 ) -> None:
     for topic, (earliest, latest) in spans.items():
         tkey = topic or 0
@@ -321,7 +326,7 @@ def _recut_windows(
         ).fetchone()
         anchor = recut_anchor([_anchor_unit(before)] if before else [], earliest)
         new, stop = _cut_until_unchanged(
-            conn, account, chat_id, topic, anchor, latest, present, cfg
+            conn, account, chat_id, topic, anchor, latest, present, cfg, lines
         )
         where, params = "topic_key = ? AND kind = 'window'", [tkey]
         if anchor is not None:
@@ -343,6 +348,7 @@ def _cut_until_unchanged(
     latest: Key,
     pool: Mapping[int, Msg],
     cfg: CutConfig,
+    lines: Lines,
 ) -> tuple[list[Unit], Key | None]:
     """Re-cut one topic's windows from ``anchor`` until they rejoin the stored ones.
 
@@ -357,7 +363,7 @@ def _cut_until_unchanged(
     while True:
         msgs = loader.load_topic_page(conn, account, chat_id, topic, cursor, page, pool)
         full = len(msgs) == page
-        cut = recut_from(msgs, 0, cfg)
+        cut = recut_from(msgs, 0, cfg, lines=lines)
         if full and len(cut) < 2:
             page *= 2
             continue
@@ -490,6 +496,7 @@ def _recut_threads(
     present: dict[int, Msg],
     held: Sequence[StoredUnit],
     cfg: CutConfig,
+    lines: Lines,
 ) -> None:
     """Re-cut the threads the changed messages are, were or now become part of.
 
@@ -525,7 +532,7 @@ def _recut_threads(
         pool.setdefault(child.msg_id, child)
         candidates.add(child.msg_id)
     roots = _thread_roots(conn, account, chat_id, {c for c in candidates if c in pool}, pool)
-    new = cut_threads(pool.values(), cfg, roots=roots) if roots else []
+    new = cut_threads(pool.values(), cfg, roots=roots, lines=lines) if roots else []
     old = thread_units(conn, account, chat_id, candidates | roots)
     writer.sync(chat_id, None, old, new)
 
