@@ -175,30 +175,38 @@ def test_release_collects_the_free_lists_that_pin_pythons_arenas() -> None:
     assert collected["before"] - collected["after"] > 30, collected
 
 
-# A child process fills and frees a 16 MiB buffer twenty times, as model inference does with
-# its activations on every request, and counts the page faults of the repeats after the first.
-_FRESH_BUFFERS = """
+# A child process serves twenty "requests" the way model inference does: each fills buffers of
+# 6, 24 and 48 MiB (hidden states, a feed-forward layer, an attention matrix bigger than glibc's
+# 32 MiB cap on sliding thresholds) and frees them; it counts the page faults of the requests
+# after the first two. Modes: thresholds held low, glibc's sliding ones, held for inference.
+_REQUESTS = """
 import resource, sys
 from chatseek_core import memory
-memory.tune(hold_thresholds=sys.argv[1] == "hold")
+mode = sys.argv[1]
+if mode != "slide":
+    memory.tune(inference=mode == "inference")
+def request():
+    buffers = [bytearray(b"x") * (size << 20) for size in (6, 24, 48)]
+    del buffers
 for _ in range(2):
-    buffer = bytearray(b"x") * (16 << 20)
-    del buffer
+    request()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(20):
-    buffer = bytearray(b"x") * (16 << 20)
-    del buffer
+    request()
 print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-def test_sliding_thresholds_keep_big_per_request_buffers_in_the_heap() -> None:
+def test_thresholds_held_for_inference_keep_every_requests_buffers_in_the_heap() -> None:
     if not hasattr(ctypes.CDLL(None), "gnu_get_libc_version"):
         pytest.skip("the C library is not glibc: memory.tune does nothing there")
-    held = int(_child(_FRESH_BUFFERS, "hold"))
-    sliding = int(_child(_FRESH_BUFFERS, "slide"))
-    # Held thresholds map every buffer apart, so every fill faults its pages in again (4,096
-    # of them with 4 KiB pages; fewer where huge pages back anonymous maps).
-    assert held >= 20, (held, sliding)
-    # Sliding ones keep the first freed buffer's pages for the ones after it.
-    assert sliding * 10 < held, (held, sliding)
+    low, sliding, inference = (
+        int(_child(_REQUESTS, mode)) for mode in ("low", "slide", "inference")
+    )
+    # 78 MiB of buffers a request, faulted in again every time: about 20,000 pages of 4 KiB
+    # (fewer where huge pages back anonymous maps).
+    assert low >= 200, (low, sliding, inference)
+    # Sliding thresholds still map the buffer above their cap apart, and fault it in again.
+    assert sliding * 4 > low, (low, sliding, inference)
+    # Held for inference, the first requests' pages serve every later one.
+    assert inference * 20 < low, (low, sliding, inference)

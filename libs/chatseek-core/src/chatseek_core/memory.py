@@ -10,16 +10,20 @@ then idles:
 * after a big block is freed, the threshold above which blocks are mapped apart rises (up to
   32 MiB), so later big arrays come from the heap, whose free middle is never given back.
 
-``tune`` (once, at start, before any thread) caps the arenas at two and, for a service whose big
-blocks come from builds made once in a while, fixes both thresholds; ``release`` gives the free
-pages of every arena back to the OS, after a big piece of work, and first the arenas of Python's
-own allocator that its free lists held.
+``tune`` (once, at start, before any thread) caps the arenas at two and fixes both thresholds:
+low for a service whose big blocks come from builds made once in a while; high for one that
+needs tens of MiB of fresh buffers on every request, as model inference does (``inference``).
+``release`` gives the free pages of every arena back to the OS, after a big piece of work (the
+embed service: once inference has idled), and first the arenas of Python's own allocator that
+its free lists held.
 
-Fixed thresholds are wrong for a service that needs tens of MiB of fresh buffers on every
-request, as model inference does: each buffer is mapped, faulted in page by page and unmapped
-again per call. In the embed service that made a 32-text batch 1.55× slower (five times the
-page faults, sys time 0.7 → 3.2 s over 128 texts), so it keeps glibc's sliding thresholds,
-which leave such buffers in the heap for the next call.
+Low thresholds are wrong for inference: each buffer is mapped, faulted in page by page and
+unmapped again per call. In the embed service that made a 32-text batch 1.55× slower (five times
+the page faults, sys time 0.7 → 3.2 s over 128 texts). glibc's sliding thresholds, tried next,
+only partly help: they stop at 32 MiB, an attention matrix of a 32-text batch is bigger, and
+the heap's top is trimmed whenever a request frees more than twice the threshold, so MiniLM
+still faulted about 125,000 pages in for every 128 texts (0.2 s of system time, and about 10% of
+the service's time per pass). Held high, a burst's buffers stay in the heap until ``release``.
 Measured on unitize building every chat of the bench's 1M-message archive after importing it
 (``bench/PROFILES.md``, "The allocator"). Elsewhere than glibc ``tune`` does nothing and
 ``release`` only collects; a setting the environment already makes (``MALLOC_ARENA_MAX`` and the
@@ -35,7 +39,15 @@ import os
 from functools import cache
 from typing import Any
 
-__all__ = ["ARENA_MAX", "MMAP_THRESHOLD_BYTES", "TRIM_THRESHOLD_BYTES", "release", "tune"]
+__all__ = [
+    "ARENA_MAX",
+    "INFERENCE_MMAP_THRESHOLD_BYTES",
+    "INFERENCE_TRIM_THRESHOLD_BYTES",
+    "MMAP_THRESHOLD_BYTES",
+    "TRIM_THRESHOLD_BYTES",
+    "release",
+    "tune",
+]
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +57,16 @@ MMAP_THRESHOLD_BYTES = 128 * 1024
 freed."""
 TRIM_THRESHOLD_BYTES = 1024 * 1024
 """Free memory at the top of the heap past this is given back at once."""
+INFERENCE_MMAP_THRESHOLD_BYTES = 256 * 1024 * 1024
+"""For inference: blocks under this come from the heap (a second arena still maps a block over
+its 64 MiB heap apart)."""
+INFERENCE_TRIM_THRESHOLD_BYTES = 1024 * 1024 * 1024
+"""For inference: free memory at the top of the heap is kept up to this, for the next request."""
 
 # mallopt's parameters (malloc.h) and the variable that sets each from the environment.
-_SETTINGS = (
-    (-8, "MALLOC_ARENA_MAX", ARENA_MAX),  # M_ARENA_MAX
-    (-3, "MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD_BYTES),  # M_MMAP_THRESHOLD
-    (-1, "MALLOC_TRIM_THRESHOLD_", TRIM_THRESHOLD_BYTES),  # M_TRIM_THRESHOLD
-)
+_ARENA = (-8, "MALLOC_ARENA_MAX", ARENA_MAX)  # M_ARENA_MAX
+_MMAP, _MMAP_ENV = -3, "MALLOC_MMAP_THRESHOLD_"  # M_MMAP_THRESHOLD
+_TRIM, _TRIM_ENV = -1, "MALLOC_TRIM_THRESHOLD_"  # M_TRIM_THRESHOLD
 
 
 @cache
@@ -67,20 +82,26 @@ def _glibc() -> Any | None:
     return libc
 
 
-def tune(*, hold_thresholds: bool = True) -> bool:
-    """Apply ``ARENA_MAX`` and (``hold_thresholds``) the two thresholds, each unless the
-    environment sets it.
+def tune(*, inference: bool = False) -> bool:
+    """Apply ``ARENA_MAX`` and hold the mmap and trim thresholds, each unless the environment
+    sets it.
 
     Call once, before the process starts threads. Returns whether the allocator is glibc's.
 
     Args:
-        hold_thresholds: Fix the mmap and trim thresholds, which also stops glibc sliding them.
-            False for a process that allocates big short-lived buffers on every request.
+        inference: Hold the thresholds high (``INFERENCE_*``), for a process that allocates
+            big short-lived buffers on every request and calls ``release`` once it idles;
+            else low (``MMAP_THRESHOLD_BYTES``, ``TRIM_THRESHOLD_BYTES``).
     """
     libc = _glibc()
     if libc is None:
         return False
-    for param, env, value in _SETTINGS if hold_thresholds else _SETTINGS[:1]:
+    mmap, trim = (
+        (INFERENCE_MMAP_THRESHOLD_BYTES, INFERENCE_TRIM_THRESHOLD_BYTES)
+        if inference
+        else (MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES)
+    )
+    for param, env, value in (_ARENA, (_MMAP, _MMAP_ENV, mmap), (_TRIM, _TRIM_ENV, trim)):
         if env not in os.environ and not libc.mallopt(param, value):
             log.warning("the C allocator refused %s=%d", env, value)
     return True

@@ -56,13 +56,13 @@ def run(
     service: str,
     start: Callable[[Settings], Awaitable[Running]],
     *,
-    hold_thresholds: bool = True,
+    inference: bool = False,
 ) -> None:
     """Configure logging from the environment and serve ``service`` until SIGTERM.
 
-    ``hold_thresholds`` is ``memory.tune``'s: False where every request needs big fresh buffers.
+    ``inference`` is ``memory.tune``'s: True where every request needs big fresh buffers.
     """
-    memory.tune(hold_thresholds=hold_thresholds)
+    memory.tune(inference=inference)
     settings = load_settings(service)
     log_dir = os.environ.get("CHATSEEK_LOG_DIR")
     setup_logging(
@@ -83,11 +83,11 @@ def main_for(
     service: str,
     start: Callable[[Settings], Awaitable[Running]],
     *,
-    hold_thresholds: bool = True,
+    inference: bool = False,
 ) -> Callable[[], None]:
-    """A ``main()`` for a service's ``__main__`` module (``hold_thresholds``: see ``run``)."""
+    """A ``main()`` for a service's ``__main__`` module (``inference``: see ``run``)."""
 
     def main() -> None:
-        run(service, start, hold_thresholds=hold_thresholds)
+        run(service, start, inference=inference)
 
     return main
