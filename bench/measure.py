@@ -8,6 +8,7 @@ here judges a number: targets live in ``bench.report``.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import threading
 import time
@@ -27,6 +28,7 @@ __all__ = [
     "latency",
     "peak_rss_mib",
     "percentile",
+    "process_costs",
     "ratio",
     "run_wall",
     "settle",
@@ -108,6 +110,21 @@ def cpu_seconds(pid: int) -> float:
     """User plus system CPU seconds a live process has used so far, with its children's, running
     or waited for (ingest's export reader); 0 when it cannot be read."""
     return _cpu_of(pid) + sum(_cpu_of(child) for child in children_of(pid))
+
+
+def process_costs(pid: int | None = None) -> tuple[float, float, int]:
+    """User and system CPU seconds and minor page faults so far, of process ``pid`` (from
+    ``/proc``) or, when None, of this one (``getrusage``); zeros when they cannot be read."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime, usage.ru_stime, usage.ru_minflt
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0, 0.0, 0
+    tick = os.sysconf("SC_CLK_TCK")
+    # After the closing parenthesis: minflt is the 8th field, utime and stime the 12th and 13th.
+    return int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7])
 
 
 def _cpu_of(pid: int) -> float:

@@ -9,7 +9,7 @@ ratio between them.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -902,6 +902,7 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
             " interleaved rounds (bf16: one round).",
             "",
         ]
+        md += _pass_costs_md(embed.get("pass_costs") or {})
     models = results.get("models")
     if models:
         md += _models_md(models)
@@ -976,6 +977,23 @@ def _gaussian_up_to(knn: dict[str, Any]) -> int:
     from bench.knn import UNJUDGED_UP_TO  # numpy comes with it: only when needed
 
     return UNJUDGED_UP_TO
+
+
+def _pass_costs_md(costs: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """What the best pass of each kind cost its process, where the bench measured it."""
+    names = {
+        "service": "the embed service's process, for its best pass",
+        "service_after_idle": "for its best first pass after idle",
+        "direct_chunks": "this process, for the best direct pass of the same requests",
+    }
+    parts = [
+        f"{label} {c['user_s']} s user, {c['sys_s']} s system, {c['minor_faults']:,} minor faults"
+        for key, label in names.items()
+        if (c := costs.get(key))
+    ]
+    if not parts:
+        return []
+    return ["What a pass of the texts cost: " + "; ".join(parts) + ".", ""]
 
 
 def _models_md(m: dict[str, Any]) -> list[str]:
