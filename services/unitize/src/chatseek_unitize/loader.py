@@ -12,7 +12,7 @@ nothing else in this service selects message columns. Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,12 +165,18 @@ def row_to_msg(row: Sequence[Any], shared: dict[Any, Any] | None = None) -> Msg:
     )
 
 
-def _rows(conn: Connection, sql: str, params: Sequence[Any]) -> list[Msg]:
-    """Run a message SELECT on a plain-tuple cursor and convert every row."""
+def _rows(
+    conn: Connection, sql: str, params: Sequence[Any], wanted: Collection[int] | None = None
+) -> list[Msg]:
+    """Run a message SELECT on a plain-tuple cursor and convert every row, or only the rows
+    whose message id ``wanted`` holds (the others are skipped before they are decoded)."""
     cur = conn.cursor()
     cur.row_factory = None
     shared: dict[Any, Any] = {}
-    return [row_to_msg(r, shared) for r in cur.execute(sql, params)]
+    rows = cur.execute(sql, params)
+    if wanted is None:
+        return [row_to_msg(r, shared) for r in rows]
+    return [row_to_msg(r, shared) for r in rows if r[0] in wanted]
 
 
 def chat_info(conn: Connection, account: str, chat_id: int) -> ChatInfo | None:
@@ -202,17 +208,16 @@ def load_ids(
     ids = sorted(set(msg_ids))
     out: dict[int, Msg] = {}
     if len(ids) > 1 and ids[-1] - ids[0] < len(ids) + len(ids) // DENSE_SLACK:
-        wanted = set(ids)
-        cur = conn.cursor()
-        cur.row_factory = None
-        shared: dict[Any, Any] = {}
-        for row in cur.execute(
-            f"{SELECT_MESSAGES} WHERE m.account = ? AND m.chat_id = ? AND m.msg_id BETWEEN ? AND ?",
-            (account, chat_id, ids[0], ids[-1]),
-        ):
-            if row[0] in wanted:
-                out[row[0]] = row_to_msg(row, shared)
-        return out
+        return {
+            msg.msg_id: msg
+            for msg in _rows(
+                conn,
+                f"{SELECT_MESSAGES} WHERE m.account = ? AND m.chat_id = ?"
+                " AND m.msg_id BETWEEN ? AND ?",
+                (account, chat_id, ids[0], ids[-1]),
+                set(ids),
+            )
+        }
     for chunk in _chunks(ids):
         marks = ",".join("?" * len(chunk))
         for msg in _rows(
