@@ -59,7 +59,7 @@ class _SearchModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SearchMode
     SEARCH_MODE_HYBRID: _SearchMode.ValueType  # 1
     """Words and meaning."""
     SEARCH_MODE_LEXICAL: _SearchMode.ValueType  # 2
-    """Words only (BM25 over units; the message list picks anchors)."""
+    """Words only (BM25 over units)."""
     SEARCH_MODE_DENSE: _SearchMode.ValueType  # 3
     """Meaning only (cosine over unit vectors)."""
 
@@ -71,7 +71,7 @@ SEARCH_MODE_UNSPECIFIED: SearchMode.ValueType  # 0
 SEARCH_MODE_HYBRID: SearchMode.ValueType  # 1
 """Words and meaning."""
 SEARCH_MODE_LEXICAL: SearchMode.ValueType  # 2
-"""Words only (BM25 over units; the message list picks anchors)."""
+"""Words only (BM25 over units)."""
 SEARCH_MODE_DENSE: SearchMode.ValueType  # 3
 """Meaning only (cosine over unit vectors)."""
 Global___SearchMode: _TypeAlias = SearchMode  # noqa: Y015
@@ -1335,7 +1335,9 @@ class Hit(_message.Message):
     kind: Global___UnitKind.ValueType
     unit_id: _builtins.int
     anchor_msg_id: _builtins.int
-    """The message the link opens: the best-matching one."""
+    """The message the link opens: the one of the unit whose words best match the query (bm25, as
+    the message index scores it), else the unit's first.
+    """
     link: _builtins.str
     fallback_link: _builtins.str
     """A second link for clients the first does not open; null when none."""
