@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 
@@ -13,7 +14,8 @@ from chatseek_core.render import (
     ALBUM_INDENT,
     MEDIA_TEXT_MAX_CHARS,
     _minute_stamp,
-    month_words,
+    date_words,
+    indexed_text,
     one_line,
     render_line,
     render_lines,
@@ -129,16 +131,38 @@ def test_a_line_shows_the_date_only_when_it_changes() -> None:
     ]
 
 
-def test_month_words_name_each_month_of_the_stamps_once_in_english_and_russian() -> None:
+def test_the_word_index_reads_each_date_once_as_words_and_no_stamp() -> None:
     rows = [
-        Row(date=1_697_191_200, text="paid"),  # 2023-10-13
+        Row(date=1_697_191_200, text="paid 10"),  # 2023-10-13 10:00
         Row(date=1_697_191_200 + 86_400, sender_name="Bob", text="[2024-05-01 10:05] quoted"),
         Row(date=1_698_796_800, media_kind="photo", grouped_id=7, text="balcony"),  # 2023-11-01
         Row(date=1_698_796_800, media_kind="photo", grouped_id=7, text="kitchen"),
     ]
     text = "\n".join(render_lines(rows))
-    assert month_words(text) == "october октябрь november ноябрь"
-    assert month_words("no stamps here\n[2023-13-01 10:00] not a month") == ""
+    assert date_words(text) == "2023 october октябрь november ноябрь 13 14 1"
+    assert indexed_text(text) == (
+        "Ann: paid 10\n"
+        "Bob: [2024-05-01 10:05] quoted\n"  # a message's own text keeps its digits
+        "Ann: [photo] balcony\n"
+        f"{ALBUM_INDENT}[photo] kitchen\n"
+        "2023 october октябрь november ноябрь 13 14 1"
+    )
+    assert date_words("no stamps here\n[2023-13-00 10:00] not a date") == "2023"
+    assert indexed_text("no stamps here") == "no stamps here\n"
+
+
+_STAMPS = st.sampled_from(
+    ["[2023-10-03 10:15] ", "[2024-13-00 09:00] ", "[1999-01-31 23:59] ", "[2023-10-03 1:15] ", ""]
+)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["", "  ", "x"]), _STAMPS, st.text(max_size=30))))
+def test_indexed_text_strips_each_line_start_stamp_and_words_its_dates(
+    parts: list[tuple[str, str, str]],
+) -> None:
+    text = "\n".join(f"{lead}{stamp}{body}" for lead, stamp, body in parts)
+    stripped = re.sub(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] ", "", text, flags=re.MULTILINE)
+    assert indexed_text(text) == f"{stripped}\n{date_words(text)}"
 
 
 @given(st.text(alphabet=st.sampled_from(" \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u3000ab\u0436")))

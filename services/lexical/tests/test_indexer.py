@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from chatseek_core import db
 from chatseek_core.feed import cursor
+from chatseek_core.render import indexed_text
 from chatseek_core.stopwords import query_terms
 from chatseek_core.text import analyse, words
 from chatseek_lexical.indexer import (
@@ -453,22 +454,30 @@ def test_an_index_of_the_first_schema_is_indexed_again_with_analysed_tokens(
         s.close()
 
 
-def test_units_are_indexed_again_with_their_month_names_after_migration_4(
-    tmp_path: Path,
-) -> None:
-    s, old = _stores_at_schema(tmp_path, 3)
+def _unit_as_written_before(
+    tmp_path: Path, version: int, text: str, fts_text: str
+) -> tuple[Stores, int]:
+    """Stores at schema ``version`` holding one window of ``text`` whose ``unit_fts`` row is
+    ``index_columns(fts_text)``, as the code of that schema wrote it; lexical.db is closed."""
+    s, old = _stores_at_schema(tmp_path, version)
     s.ingest.put_message(CHAT, 1, "rent is 1200")
-    text = "[2023-10-13 10:15] Ann: rent is 1200\n[2023-11-01 10:16] Bob: paid"
     unit = s.unitize.put_unit(CHAT, "window", [1, 2], text)
     apply_feeds(old)
-    # As the code before migration 4 wrote it: the text alone.
     with db.transaction(old):
         old.execute(
             "INSERT OR REPLACE INTO unit_fts (rowid, raw, stem) VALUES (?, ?, ?)",
-            (unit, *index_columns(text)),
+            (unit, *index_columns(fts_text)),
         )
-    assert hits(old, "rent october", "unit_fts") == set()
     old.close()
+    return s, unit
+
+
+def test_units_are_indexed_again_with_their_month_names_after_migration_4(
+    tmp_path: Path,
+) -> None:
+    text = "[2023-10-13 10:15] Ann: rent is 1200\n[2023-11-01 10:16] Bob: paid"
+    # As the code before migration 4 wrote it: the text alone.
+    s, unit = _unit_as_written_before(tmp_path, 3, text, text)
 
     s.lex = open_lexical(tmp_path)
     try:
@@ -479,6 +488,44 @@ def test_units_are_indexed_again_with_their_month_names_after_migration_4(
         assert hits(s.lex, "november", "unit_fts") == {unit}
         assert hits(s.lex, "december", "unit_fts") == set()
         assert hits(s.lex, "october", "msg_fts") == set()  # messages hold their own words only
+    finally:
+        s.close()
+
+
+def test_units_are_indexed_again_with_dates_as_words_and_no_stamps_after_migration_5(
+    tmp_path: Path,
+) -> None:
+    text = "[2023-10-03 10:15] Ann: rent is 1200\n[2023-11-01 10:16] Bob: paid"
+    # As the code before migration 5 wrote it: every line's stamp, then the month names.
+    before = f"{text}\noctober октябрь november ноябрь"
+    assert "15" in index_columns(before)[0].split()
+    s, unit = _unit_as_written_before(tmp_path, 4, text, before)
+
+    s.lex = open_lexical(tmp_path)
+    try:
+        assert hits(s.lex, "rent", "unit_fts") == set()
+        apply_feeds(s.lex)
+        # The minute a line was sent is no word of it; its date, worded, is.
+        assert hits(s.lex, "rent 15", "unit_fts") == set()
+        assert hits(s.lex, "rent 16", "unit_fts") == set()
+        assert hits(s.lex, "rent on october 3 2023", "unit_fts") == {unit}
+        assert hits(s.lex, "paid 1 ноября", "unit_fts") == {unit}
+        assert hits(s.lex, "rent 1200", "unit_fts") == {unit}  # the text's own numbers stay
+        assert hits(s.lex, "2024", "unit_fts") == set()
+        s.lex.execute("CREATE VIRTUAL TABLE temp.u_inst USING fts5vocab(main, unit_fts, instance)")
+        tokens = {
+            col: [
+                r[0]
+                for r in s.lex.execute(
+                    "SELECT term FROM u_inst WHERE col = ? ORDER BY offset", (col,)
+                )
+            ]
+            for col in ("raw", "stem")
+        }
+        assert tokens == {
+            "raw": words(indexed_text(text)),
+            "stem": analyse(indexed_text(text)).split(),
+        }
     finally:
         s.close()
 

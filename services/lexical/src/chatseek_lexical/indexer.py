@@ -23,7 +23,7 @@ from pathlib import Path
 
 from chatseek_core import db
 from chatseek_core.feed import cursor, head, set_cursor
-from chatseek_core.render import month_words
+from chatseek_core.render import indexed_text
 from chatseek_core.text import NORMALISER_VERSION, normalise, stem
 from chatseek_lexical.schema import MIGRATIONS, OWNER
 
@@ -364,7 +364,7 @@ def _write_units(
 ) -> tuple[int, int]:
     by_table: dict[str, list[tuple[int, str, str]]] = {"unit_fts": [], "chunk_fts": []}
     for unit_id, _account, _chat_id, kind, text, _digest in sorted(rows):
-        raw, stemmed = index_columns(f"{text}\n{month_words(text)}")
+        raw, stemmed = index_columns(indexed_text(text))
         by_table[_fts_table(kind)].append((unit_id, raw, stemmed))
     for table, fts_rows in by_table.items():
         conn.executemany(

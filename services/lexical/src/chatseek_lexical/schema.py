@@ -6,10 +6,11 @@ deleted and rebuilt from the feeds. Each table has a ``raw`` column (normalised 
 ``stem`` column (Snowball stems by script). Both hold tokens the shared analyser
 (``chatseek_core.text``) already cut, space-joined, and queries cut their words the same way, so
 the tables use FTS5's ``ascii`` tokenizer, which only splits them again (an analysed token holds
-no ASCII separator). A unit's or chunk's rows add the English and Russian names of the months
-its lines were written in (``render.month_words``), so "what did we say in October" finds the
-lines stamped ``2023-10-…``. The tables are contentless (text lives in its owner's file) with delete
-support.
+no ASCII separator). A unit's or chunk's rows hold its lines without their time stamps, then the
+stamps' dates as words: years, the English and Russian month names, days without a leading zero
+(``render.indexed_text``), so "what did we say on October 3" finds the lines stamped
+``2023-10-03 …``, and the "10" of a question does not match every line sent at ten. The tables
+are contentless (text lives in its owner's file) with delete support.
 ``msg_vocab`` exposes the message vocabulary for wildcard and regex expansion;
 ``msg_col_vocab`` each term's document count per column, which fusion reads to score a hit's own
 messages as bm25 over ``msg_fts`` would.
@@ -89,8 +90,8 @@ DELETE FROM _cursors WHERE feed IN ('ingest', 'unitize');
 # A view of the index, no storage of its own: the message list's bm25 idf per column.
 _M003 = "CREATE VIRTUAL TABLE msg_col_vocab USING fts5vocab(msg_fts, 'col');"
 
-# A unit's or chunk's rows also hold the names of the months its lines fall in
-# (``render.month_words``): both tables are indexed again from the unitize feed, from seq 0.
+# A unit's or chunk's rows also hold the names of the months its lines fall in: both tables are
+# indexed again from the unitize feed, from seq 0.
 _M004 = (
     """
 DROP TABLE unit_fts;
@@ -103,9 +104,14 @@ DELETE FROM _cursors WHERE feed = 'unitize';
 """
 )
 
+# A unit's or chunk's rows no longer hold each line's stamp, only its dates as words
+# (``render.indexed_text``): both tables are indexed again from the unitize feed, from seq 0.
+_M005 = _M004
+
 MIGRATIONS = [
     Migration(1, "initial", _M001),
     Migration(2, "ascii_tokens", _M002),
     Migration(3, "column_vocabulary", _M003),
     Migration(4, "unit_month_names", _M004),
+    Migration(5, "unit_date_words", _M005),
 ]
