@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Regenerates libs/chatseek-proto from proto/ (Python, gRPC and typed stubs). Deterministic:
-# running it twice gives the same files, so CI can fail on `git diff`.
+# running it twice gives the same files, so CI can fail on `git diff`. An argument writes the
+# package somewhere else (tests/test_proto_generated.py compares that with the committed one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
 export PATH="$(dirname "$PY"):$PATH"
-out=libs/chatseek-proto/src
+out="${1:-libs/chatseek-proto/src}"
 rm -rf "$out/chatseek"
 mkdir -p "$out"
 "$PY" -m grpc_tools.protoc -I proto \
