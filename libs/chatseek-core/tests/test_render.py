@@ -11,6 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chatseek_core.render import (
+    _MONTHS as MONTH_NAMES,
+)
+from chatseek_core.render import (
     ALBUM_INDENT,
     MEDIA_TEXT_MAX_CHARS,
     _minute_stamp,
@@ -152,7 +155,14 @@ def test_the_word_index_reads_each_date_once_as_words_and_no_stamp() -> None:
 
 
 _STAMPS = st.sampled_from(
-    ["[2023-10-03 10:15] ", "[2024-13-00 09:00] ", "[1999-01-31 23:59] ", "[2023-10-03 1:15] ", ""]
+    [
+        "[2023-10-03 10:15] ",
+        "[2024-13-00 09:00] ",
+        "[1999-01-31 23:59] ",
+        "[2023-10-03 1:15] ",
+        "[2023-10-04 10:15]",
+        "",
+    ]
 )
 
 
@@ -161,8 +171,16 @@ def test_indexed_text_strips_each_line_start_stamp_and_words_its_dates(
     parts: list[tuple[str, str, str]],
 ) -> None:
     text = "\n".join(f"{lead}{stamp}{body}" for lead, stamp, body in parts)
-    stripped = re.sub(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] ", "", text, flags=re.MULTILINE)
-    assert indexed_text(text) == f"{stripped}\n{date_words(text)}"
+    stamp = re.compile(r"^\[(\d{4})-(\d{2})-(\d{2}) \d{2}:\d{2}\] ", re.MULTILINE)
+    stripped = stamp.sub("", text)
+    dates = dict.fromkeys(stamp.findall(text))
+    years = dict.fromkeys(y for y, _, _ in dates)
+    months = dict.fromkeys(int(m) for _, m, _ in dates if 1 <= int(m) <= 12)
+    names = [name for m in months for name in MONTH_NAMES[m - 1]]
+    days = dict.fromkeys(str(int(d)) for _, _, d in dates if 1 <= int(d) <= 31)
+    words = " ".join([*years, *names, *days])
+    assert date_words(text) == words
+    assert indexed_text(text) == f"{stripped}\n{words}"
 
 
 @given(st.text(alphabet=st.sampled_from(" \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u3000ab\u0436")))

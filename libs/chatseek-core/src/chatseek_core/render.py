@@ -209,8 +209,6 @@ def without_repeated_dates(lines: Sequence[str]) -> list[str]:
     return out
 
 
-_LINE_STAMP = re.compile(r"^\[(\d{4})-(\d{2})-(\d{2}) \d{2}:\d{2}\] ", re.MULTILINE)
-_STAMP_AT_START = re.compile(r"\[(\d{4})-(\d{2})-(\d{2}) \d{2}:\d{2}\] ")
 _MONTHS = (
     ("january", "январь"),
     ("february", "февраль"),
@@ -232,20 +230,7 @@ def date_words(text: str) -> str:
     the English and Russian name of each month, and each day of the month without its leading
     zero, once each, in order of first appearance. A stamp says ``2023-10-03``; a question says
     "October 3, 2023"."""
-    return _worded(dict.fromkeys(_LINE_STAMP.findall(text)))
-
-
-def _worded(dates: Iterable[tuple[str, str, str]]) -> str:
-    years: dict[str, None] = {}
-    months: dict[int, None] = {}
-    days: dict[str, None] = {}
-    for year, month, day in dates:
-        years[year] = None
-        if 1 <= (m := int(month)) <= 12:
-            months[m] = None
-        if 1 <= (d := int(day)) <= 31:
-            days[str(d)] = None
-    return " ".join([*years, *(name for m in months for name in _MONTHS[m - 1]), *days])
+    return _worded(_unstamped(text)[1])
 
 
 def indexed_text(text: str) -> str:
@@ -254,15 +239,37 @@ def indexed_text(text: str) -> str:
 
     A stamp's digits in every line made a fifth of a unit's tokens, and matched any number a
     question holds ("10" of every line sent at 10 o'clock or on the 10th); its date, worded once,
-    still answers "what did we say on October 3". Equal to stripping ``_LINE_STAMP`` and
-    appending ``date_words(text)``, in one pass over the lines.
+    still answers "what did we say on October 3".
     """
-    lines = text.split("\n")
-    dates: dict[tuple[str, str, str], None] = {}
-    match = _STAMP_AT_START.match
-    for k, line in enumerate(lines):
-        if line[:1] == "[" and (stamp := match(line)) is not None:
-            dates[stamp.groups()] = None  # type: ignore[index]
-            lines[k] = line[stamp.end() :]
+    lines, dates = _unstamped(text)
     lines.append(_worded(dates))
     return "\n".join(lines)
+
+
+def _unstamped(text: str) -> tuple[list[str], list[str]]:
+    """The lines of ``text`` with the stamp (``[YYYY-MM-DD HH:MM] ``) that starts a line cut
+    off, and the distinct dates of those stamps in order. A stamp elsewhere in a line (quoted
+    in a message) stays."""
+    lines = text.split("\n")
+    dates: dict[str, None] = {}
+    match = _STAMP.match
+    for k, line in enumerate(lines):
+        if line[:1] == "[" and (stamp := match(line)) is not None:
+            end = stamp.end()
+            if line[end : end + 1] == " ":
+                dates[stamp.group(1)] = None
+                lines[k] = line[end + 1 :]
+    return lines, list(dates)
+
+
+def _worded(dates: Iterable[str]) -> str:
+    years: dict[str, None] = {}
+    months: dict[int, None] = {}
+    days: dict[str, None] = {}
+    for date in dates:
+        years[date[:4]] = None
+        if 1 <= (m := int(date[5:7])) <= 12:
+            months[m] = None
+        if 1 <= (d := int(date[8:10])) <= 31:
+            days[str(d)] = None
+    return " ".join([*years, *(name for m in months for name in _MONTHS[m - 1]), *days])
