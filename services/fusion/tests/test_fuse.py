@@ -1,4 +1,5 @@
-"""The fusion arithmetic: RRF, the convex combination, normalisation, reactions, dedup, script."""
+"""The fusion arithmetic: RRF, the convex combination, normalisation, reactions, dedup, script,
+exact tokens."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from chatseek_fusion.fuse import (
     context_scores,
     convex,
     dedup,
+    exact_tokens,
     minmax,
     reaction_bonus,
     rrf,
@@ -177,3 +179,30 @@ def test_dedup_counts_what_a_kept_hit_shows_of_another_chat() -> None:
 
     assert dedup(ordered, 0.5) == [post, repeat, fresh]
     assert dedup(ordered, 0.5, shows_too={post: [(1, [10, 11, 13])]}) == [post, fresh]
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("кого называют «двадцать два несчастья»?", ["«двадцать два несчастья»"]),
+        ('When did she read "nothing is impossible"?', ['"nothing is impossible"']),
+        ("Сколько вопросов задавали 30 мая 2018?", ["30", "2018"]),
+        ("Какая метка стала основной: chart.js или chartjs?", ["chart.js"]),
+        ("вакансии на C++ и C#, поле max_length", ["C++", "C#", "max_length"]),
+        ("как продлить ВНЖ, если DNI ещё не выдали", ["ВНЖ", "DNI"]),
+        ("Where did Caroline move from 4 years ago?", ["4"]),
+        # Ordinary questions name nothing exactly: names, hyphens and slashes are words.
+        ("Where is Lopakhin going to spend the winter?", []),
+        ("Сколько сосед-помещик просил одолжить?", []),
+        ("What musical artists/bands has Melanie seen?", []),
+        ("I. A question", []),
+        # A question typed in capitals is not a row of acronyms; its numbers still count.
+        ("WHERE IS MY PASSPORT", []),
+        ("WHO PAID 300 EUR", ["300"]),
+        # A search of acronyms alone is not a question typed in capitals.
+        ("ВНЖ", ["ВНЖ"]),
+        ("DNI CUIT", ["DNI", "CUIT"]),
+    ],
+)
+def test_exact_tokens_are_quotes_numbers_code_and_acronyms(text: str, tokens: list[str]) -> None:
+    assert exact_tokens(text) == tokens

@@ -40,6 +40,8 @@ messages_weight = 0.0       # weight of the BM25 message list (run only when abo
 meaning_weight = 0.4        # weight of the dense list (eval/FUSION.md says how they were chosen)
 conversation_words_weight = 0.3    # a unit's conversation chunks by BM25 (convex, built chats)
 conversation_meaning_weight = 0.5  # ... and by meaning
+exact_words_weight = 0.9    # words' weight (convex) when the question names an exact token:
+exact_meaning_weight = 0.1  # a quoted phrase, a number, chart.js, C++, an acronym like ВНЖ
 auto_sync_after_min = 60    # the MCP search tool refreshes an index older than this
 auto_sync_budget_s = 20     # ... with a sync capped at this many seconds
 
@@ -72,6 +74,8 @@ class SearchConfig:
     meaning_weight: float = 0.4
     conversation_words_weight: float = 0.3
     conversation_meaning_weight: float = 0.5
+    exact_words_weight: float = 0.9
+    exact_meaning_weight: float = 0.1
     auto_sync_after_min: float = 60.0
     auto_sync_budget_s: float = 20.0
 

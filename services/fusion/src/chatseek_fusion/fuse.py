@@ -11,6 +11,8 @@ normalised scores, normalisation, the reaction bonus and overlap dedup. Pure fun
   chunks holding any of its messages. It re-orders the candidates and adds none.
 * Scores are min-max normalised within the candidate set: they order one answer and mean
   nothing across two searches.
+* Exact tokens (``exact_tokens``): what a question names exactly, which only words can match;
+  hybrid search weighs words more for such a question.
 * The reaction bonus is ``w · log1p(r) / (1 + log1p(r))``: bounded by ``w``, saturating.
 * Dedup drops a hit when at least ``overlap`` of its message ids already belong to a better hit
   of the same chat.
@@ -19,6 +21,7 @@ normalised scores, normalisation, the reaction bonus and overlap dedup. Pure fun
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -29,6 +32,7 @@ __all__ = [
     "context_scores",
     "convex",
     "dedup",
+    "exact_tokens",
     "minmax",
     "reaction_bonus",
     "rrf",
@@ -180,6 +184,32 @@ def script_of(text: str) -> str:
         return ""
     cyrillic = sum(1 for ch in letters if ord(ch) in CYRILLIC)
     return "cyrillic" if 2 * cyrillic >= len(letters) else "latin"
+
+
+SHOUTING_WORDS = 3
+_QUOTED = re.compile(r"«[^«»]+»|\"[^\"]+\"|“[^“”]+”|„[^„“”]+[“”]")
+_TOKEN = re.compile(r"\w+(?:[._]\w+)*[+#]*")
+
+
+def exact_tokens(text: str) -> list[str]:
+    """What ``text`` names exactly, in order: each quoted span («…», "…", “…”, „…“) and each
+    token that holds a digit (``2018``, ``v2``), joins words with a dot or an underscore
+    (``chart.js``, ``max_length``), ends in ``+`` or ``#`` (``C++``, ``C#``), or is an acronym
+    of two or more upper-case letters (``ВНЖ``, ``DNI``, ``CUIT``). In a question of three or
+    more words typed all in capitals, no word counts as an acronym."""
+    found = [m.group() for m in _QUOTED.finditer(text)]
+    tokens = [m.group() for m in _TOKEN.finditer(text)]
+    shouting = len(tokens) >= SHOUTING_WORDS and not any(ch.islower() for ch in text)
+    for token in tokens:
+        if (
+            any(ch.isdigit() for ch in token)
+            or "." in token
+            or "_" in token
+            or token.endswith(("+", "#"))
+            or (not shouting and len(token) >= 2 and token.isalpha() and token.isupper())
+        ):
+            found.append(token)
+    return found
 
 
 def minmax(scores: Sequence[float]) -> list[float]:

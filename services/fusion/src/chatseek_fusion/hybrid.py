@@ -6,8 +6,10 @@ cosine) or ``rrf`` (weighted Reciprocal Rank Fusion). Under ``convex`` a unit al
 the conversation it sits in: the chunks of the current conversation builds are ranked by words
 and by meaning too, and a candidate gains ``conversation_words_weight`` and
 ``conversation_meaning_weight`` times the best scaled score of a listed chunk holding one of its
-messages (chats never built add nothing). ``eval/FUSION.md`` says how the rule and its weights
-were chosen (cross-validated over chats).
+messages (chats never built add nothing). A question that names an exact token (a quoted
+phrase, a number, ``chart.js``, an acronym) weighs words and meaning by ``exact_words_weight``
+and ``exact_meaning_weight`` instead (``fusion_weights``). ``eval/FUSION.md`` says how the rule
+and its weights were chosen (cross-validated over chats).
 
 Invariants:
 * Degrade, never silence: a dense list that cannot run (no vectors, another model, embed down)
@@ -59,6 +61,7 @@ from chatseek_fusion.fuse import (
     context_scores,
     convex,
     dedup,
+    exact_tokens,
     minmax,
     reaction_bonus,
     rrf,
@@ -581,6 +584,27 @@ class Ranking:
     elsewhere: list[int]
 
 
+def fusion_weights(query: str, mode: str, config: SearchConfig) -> dict[str, float]:
+    """Each list's weight in the fusion of ``query`` in ``mode``.
+
+    Lexical mode weighs the BM25 message list 0: it is the unit list alone. Under ``convex``
+    fusion in hybrid mode, a question that names an exact token (``exact_tokens``: a quoted
+    phrase, a number, ``chart.js``, an acronym such as ВНЖ) weighs words and meaning by
+    ``exact_words_weight`` and ``exact_meaning_weight`` instead: only words match such a token
+    as written (``eval/FUSION.md`` has the cross-validated comparison).
+    """
+    words, meaning = config.words_weight, config.meaning_weight
+    if mode == "hybrid" and config.fusion == "convex" and exact_tokens(query):
+        words, meaning = config.exact_words_weight, config.exact_meaning_weight
+    return {
+        "words": words,
+        "messages": config.messages_weight if mode == "hybrid" else 0.0,
+        "meaning": meaning,
+        "conversation_words": config.conversation_words_weight,
+        "conversation_meaning": config.conversation_meaning_weight,
+    }
+
+
 async def rank(
     open_db: Callable[[], Connection],
     signals: Signals,
@@ -596,14 +620,7 @@ async def rank(
     warnings: list[dict[str, str]] = []
     rerank = (config.rerank and default_rerank) if params.rerank is None else params.rerank
     depth = max(params.k, config.rerank_top, config.list_depth)
-    weights = {
-        "words": config.words_weight,
-        # Lexical mode is the BM25 unit list alone.
-        "messages": config.messages_weight if params.mode == "hybrid" else 0.0,
-        "meaning": config.meaning_weight,
-        "conversation_words": config.conversation_words_weight,
-        "conversation_meaning": config.conversation_meaning_weight,
-    }
+    weights = fusion_weights(params.query, params.mode, config)
     context = (
         params.mode == "hybrid"
         and config.fusion == "convex"
