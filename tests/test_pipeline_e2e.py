@@ -92,6 +92,25 @@ def test_a_channel_post_and_its_discussion_copy_are_one_hit(
     assert "ИП в Грузии" in post["text"]
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SIM card in the mountains",
+        "digital nomad visa: remote work, income, UGE",
+        "deposit two months",
+        "аренда квартиры залог",
+    ],
+)
+def test_no_two_hits_open_on_the_same_message(stack: dict[str, Any], query: str) -> None:
+    doc = cli_json(stack["env"], "search", "--json", "--", query)
+    opened = [(h["chat"]["id"], h["anchor_msg_id"]) for h in doc["hits"] if h["anchor_msg_id"]]
+    assert opened and len(opened) == len(set(opened)), opened
+    for later, hit in enumerate(doc["hits"]):
+        for better in doc["hits"][:later]:
+            if better["chat"]["id"] == hit["chat"]["id"] and hit["anchor_msg_id"]:
+                assert hit["anchor_msg_id"] not in better["msg_ids"], (better, hit)
+
+
 def test_each_mode_answers_and_says_which_lists_found_a_hit(stack: dict[str, Any]) -> None:
     for mode, expected in (("lexical", {"words"}), ("dense", {"meaning"})):
         doc = cli_json(stack["env"], "search", "--mode", mode, "--json", "--", "аренда квартиры")

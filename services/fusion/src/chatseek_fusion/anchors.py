@@ -24,7 +24,7 @@ import json
 import logging
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import sqlean
@@ -157,20 +157,30 @@ class Anchors:
         ``messages`` holds the units' messages by ``(account, chat_id)`` and id; a unit whose
         messages hold no query term is left out, as is every unit when the query has no words.
         """
-        if not self._terms:
-            return {}
-        if self._stats is None:
-            self._stats = index_stats(self._conn, [t for pair in self._terms for t in pair])
         out: dict[int, int] = {}
         for unit in units:
-            own = messages.get((unit.account, unit.chat_id), {})
-            best: tuple[bool, float] = (False, 0.0)
-            for msg_id in unit.msg_ids:
-                m = own.get(msg_id)
-                if m is None:
-                    continue
-                key = message_score(words(message_text(m)), self._terms, self._stats)
-                if key[1] > 0 and key > best:
-                    best = key
-                    out[unit.unit_id] = msg_id
+            found = self.best_outside(unit, messages.get((unit.account, unit.chat_id), {}), ())
+            if found is not None:
+                out[unit.unit_id] = found
         return out
+
+    def best_outside(
+        self, unit: UnitRow, own: Mapping[int, MessageRow], shown: Container[int]
+    ) -> int | None:
+        """``unit``'s best message for the query's words among those not in ``shown``
+        (``own`` holds its chat's messages by id); None when none of them holds a term."""
+        if not self._terms:
+            return None
+        if self._stats is None:
+            self._stats = index_stats(self._conn, [t for pair in self._terms for t in pair])
+        best: tuple[bool, float] = (False, 0.0)
+        found: int | None = None
+        for msg_id in unit.msg_ids:
+            m = own.get(msg_id)
+            if m is None or msg_id in shown:
+                continue
+            key = message_score(words(message_text(m)), self._terms, self._stats)
+            if key[1] > 0 and key > best:
+                best = key
+                found = msg_id
+        return found

@@ -25,10 +25,12 @@ Invariants:
   ``comments``.
 * No read blocks the event loop: units, chats and messages load in batched queries in worker
   threads.
-* An album is one hit: units hold whole albums, a hit anchored on a photo shows the whole album
-  (its snippet starts with every photo's line, ``album`` lists every photo's caption and
-  extracted text), and a hit whose best message is a photo a better hit already holds is
-  dropped as a repeat of that album.
+* No hit opens on a message a better hit of its chat holds: a one-message window and the
+  thread around it may both rank, and the thread then opens on its best message the window
+  does not show (``_openings``). An album is one hit: units hold whole albums, a hit anchored
+  on a photo shows the whole album (its snippet starts with every photo's line, ``album``
+  lists every photo's caption and extracted text), and a hit whose best message is a photo a
+  better hit already holds is dropped as a repeat of that album.
 """
 
 from __future__ import annotations
@@ -470,6 +472,36 @@ def _album_anchors(
     return out
 
 
+def _openings(
+    entries: Sequence[_Entry],
+    best: dict[int, int],
+    messages: dict[tuple[str, int], dict[int, MessageRow]],
+    anchors: Anchors,
+) -> dict[int, int]:
+    """Each hit's anchor, the message it opens on, best hit first: its best message for the
+    query's words (else its first stored one), unless a better hit of its chat holds that
+    message; then its best message no better hit holds, else the first such one. Only when a
+    better hit holds all of its messages (it would have been dropped) does it keep its own."""
+    shown: dict[tuple[str, int], set[int]] = {}
+    out: dict[int, int] = {}
+    for e in entries:
+        u = e.unit
+        key = (u.account, u.chat_id)
+        own = messages.get(key, {})
+        seen = shown.setdefault(key, set())
+        anchor = _anchor(u, own, best.get(u.unit_id))
+        if anchor in seen:
+            fresh = anchors.best_outside(u, own, seen)
+            if fresh is None:
+                fresh = next((i for i in u.msg_ids if i in own and i not in seen), None)
+            anchor = anchor if fresh is None else fresh
+        out[u.unit_id] = anchor
+        seen.update(u.msg_ids)
+        for c in e.comments:
+            shown.setdefault((c.account, c.chat_id), set()).update(c.msg_ids)
+    return out
+
+
 def _read_messages(
     conn: Connection, entries: Sequence[_Entry], into: dict[tuple[str, int], dict[int, MessageRow]]
 ) -> None:
@@ -522,6 +554,7 @@ def _hits(
         upto *= 2
     kept = set(kept_ids[: params.k])
     chosen = [e for e in entries if e.unit.unit_id in kept][: params.k]
+    opened = _openings(chosen, best_msg, messages, anchors)
     chats = load_chats(conn, {(e.unit.account, e.unit.chat_id) for e in chosen})
     hits = []
     for rank, e in enumerate(chosen, start=1):
@@ -532,7 +565,7 @@ def _hits(
             cosine = max(
                 (cosines[c.unit_id] for c in e.comments if c.unit_id in cosines), default=None
             )
-        best = best_msg.get(u.unit_id)
+        best = opened[u.unit_id]
         hits.append(
             _hit(
                 rank,
