@@ -13,6 +13,8 @@ lists (BM25) and vector for its dense list (cosine), 100 deep. The lists are cac
   ``α·words + (1 − α)·meaning (+ β·messages)`` orders the union of the lists' top N;
 * the same with a query-aware α: when the question's script (Cyrillic or Latin) differs from the
   script most of its chat's top units are written in, words cannot match and α drops to ``α_x``;
+* the same with words weighing more (``α_exact``) for a question that names an exact token (a
+  quoted phrase, a number, ``chart.js``, an acronym; ``chatseek_fusion.fuse.exact_tokens``);
 * the same plus conversation context: the chunks of the current conversation builds are ranked
   by words and by meaning too, and each unit gains ``γ_w`` and ``γ_m`` times the best scaled
   score of a listed chunk holding one of its messages (what hybrid search does).
@@ -40,6 +42,7 @@ from chatseek_core.render import without_repeated_dates
 from chatseek_core.stopwords import content_words
 from chatseek_core.text import stem, words
 from chatseek_fusion.conversations import group_passages, main_conversation
+from chatseek_fusion.fuse import exact_tokens
 from eval.run import DEFAULT_MODEL, EVAL_DATA, Stack, _import_all, _load_tool
 
 DEPTH = 100
@@ -251,6 +254,7 @@ def convex_rule(
     coverage: float = 0.0,
     weak_words: tuple[float, float] | None = None,
     conversation: tuple[float, float] = (0.0, 0.0),
+    alpha_exact: float | None = None,
 ) -> Rule:
     """α·words + (1 − α)·meaning + β·messages over scaled top-``top`` scores, plus
     ``conversation = (γ_w, γ_m)`` times each unit's best scaled chunk score by words and by
@@ -259,12 +263,17 @@ def convex_rule(
     Query-aware variants: with ``alpha_cross``, α becomes that when the question's script
     differs from its chat's; ``coverage`` adds that weight × the share of the question's content
     stems a unit holds; ``weak_words = (share, α_weak)`` sets α to α_weak when the best of the
-    top three word units holds less than ``share`` of those stems (words barely matched)."""
+    top three word units holds less than ``share`` of those stems (words barely matched);
+    with ``alpha_exact``, α becomes that when the question names an exact token
+    (``fuse.exact_tokens``: a quoted span, a number, ``chart.js``, an acronym), as hybrid
+    search does."""
 
     def fuse(lists: Lists, context: dict[str, Any]) -> list[int]:
         a = alpha
         if alpha_cross is not None and context.get("cross_script"):
             a = alpha_cross
+        if alpha_exact is not None and context.get("exact"):
+            a = alpha_exact
         share = context.get("share", lambda _u: 0.0)
         if weak_words is not None:
             top3 = [u for u, _ in lists.get("words", [])[:3]]
@@ -325,14 +334,20 @@ def rules() -> dict[str, Rule]:
                     out[f"convex a {alpha} conversation words {gw} meaning {gm}"] = convex_rule(
                         alpha, conversation=(gw, gm)
                     )
+                    for exact in (0.8, 0.9):
+                        if gw >= 0.2 and gm >= 0.2:
+                            out[
+                                f"convex a {alpha} conversation words {gw} meaning {gm}"
+                                f" exact {exact}"
+                            ] = convex_rule(alpha, conversation=(gw, gm), alpha_exact=exact)
     return out
 
 
 def shippable(name: str) -> bool:
     """Whether hybrid search implements the rule (``[search]`` of the config file): weighted
-    RRF and the plain convex combination, with or without the message list and conversation
-    context. The query-aware and rescaled variants are replayed and cross-validated apart, for
-    comparison."""
+    RRF and the plain convex combination, with or without the message list, conversation
+    context and the exact-token weights. The other query-aware and the rescaled variants are
+    replayed and cross-validated apart, for comparison."""
     return name.startswith("rrf") or (
         name.startswith("convex")
         and not any(tag in name for tag in ("cross", "scale", "coverage", "weak"))
@@ -373,6 +388,7 @@ def _context(item: dict[str, Any], units: dict[int, dict[str, Any]]) -> dict[str
 
     return {
         "cross_script": bool(question and chat and question != chat),
+        "exact": bool(exact_tokens(item["q"]["question"])),
         "share": share,
         "holding": holding,
     }
