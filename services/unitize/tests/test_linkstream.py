@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 from test_link_reference import WORDS, _chat  # type: ignore[import-not-found]
 
+from chatseek_core.errors import InvalidValue
 from chatseek_unitize import linkfeatures
 from chatseek_unitize.cutting import chrono_key
 from chatseek_unitize.linkfeatures import DynamicState
@@ -22,7 +23,7 @@ def _as_links(cols: LinkColumns) -> list[Link]:
             cols.msg_id[k],
             None if cols.parent_id[k] == NO_ID else cols.parent_id[k],
             REASONS[cols.reason[k]],
-            cols.confidence[k],
+            cols.confidence(k),
             tuple(cols.runners_up(k)),
         )
         for k in range(len(cols))
@@ -133,3 +134,24 @@ def test_conversations_out_of_reach_are_dropped_and_replayed_to_the_same_links(
     assert len(replayed) >= 5  # replies joined conversations that had been dropped
     conversations_made = sum(1 for link in want if link.parent_id is None)
     assert max(live) < conversations_made / 3
+
+
+def test_link_columns_hold_every_four_place_probability_exactly() -> None:
+    cols = LinkColumns()
+    every = [k / 10_000 for k in range(10_001)]
+    for k, p in enumerate(every):
+        cols.add(k, k, None, "scored", p, [(k + 1, p), (k + 2, 1.0), (-1, 0.0)])
+    assert [cols.confidence(k) for k in range(len(cols))] == every
+    assert [cols.runners_up(k)[0][1] for k in range(len(cols))] == every
+    assert cols.runners_up(7) == [(8, 0.0007), (9, 1.0), (-1, 0.0)]
+    assert cols.in_chrono_order().confidence(9_999) == 0.9999
+
+
+@pytest.mark.parametrize("p", [0.33333, 1.0001, -0.0001, 2.0])
+def test_link_columns_refuse_a_probability_a_build_would_not_make(p: float) -> None:
+    cols = LinkColumns()
+    with pytest.raises(InvalidValue, match="4 places"):
+        cols.add(1, 1, None, "scored", p)
+    with pytest.raises(InvalidValue, match="4 places"):
+        cols.add(1, 1, None, "scored", 0.5, [(2, p)])
+    assert len(cols) == 0 and not cols.rejected_id  # a refused link leaves nothing behind

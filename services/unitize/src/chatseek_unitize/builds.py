@@ -529,7 +529,7 @@ def _write_links(
                     None if parent == NO_ID else parent,
                     conv_of[k - start],
                     reason,
-                    links.confidence[k],
+                    links.confidence(k),
                     json.dumps([list(r) for r in rejected]) if rejected else None,
                 )
             )

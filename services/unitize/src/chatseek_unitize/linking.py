@@ -51,6 +51,7 @@ from chatseek_unitize.model import Msg
 __all__ = [
     "INPUT_FEATURES",
     "MAX_CANDIDATES",
+    "PROBABILITY_PLACES",
     "REJECTED_KEPT",
     "WEIGHTS_FORMAT",
     "WEIGHTS_PATH",
@@ -83,6 +84,8 @@ RULE_MENTION_CONFIDENCE = 0.8
 RULE_SAME_AUTHOR_CONFIDENCE = 0.6
 RULE_NEW_CONFIDENCE = 0.5
 REJECTED_KEPT = 3
+PROBABILITY_PLACES = 4
+"""A link's confidence and its runners-up's probabilities are rounded to this many places."""
 SHORTLIST = 10
 SCORE_BLOCK = 128
 MIN_NAME_KEY_CHARS = 2
@@ -606,11 +609,11 @@ class LearnedScorer:
         msg_id = ctx.msg_id
         rejected = tuple(
             [
-                (-1 if k == 0 else msg_id(cands[k - 1]), round(probs[k], 4))
+                (-1 if k == 0 else msg_id(cands[k - 1]), round(probs[k], PROBABILITY_PLACES))
                 for k in order[1 : 1 + REJECTED_KEPT]
             ]
         )
-        confidence = round(probs[best], 4)
+        confidence = round(probs[best], PROBABILITY_PLACES)
         if best == 0:
             return Choice(None, "new", confidence, rejected)
         return Choice(cands[best - 1], "scored", confidence, rejected)
