@@ -42,7 +42,7 @@ from chatseek_core.render import without_repeated_dates
 from chatseek_core.stopwords import content_words
 from chatseek_core.text import stem, words
 from chatseek_fusion.conversations import group_passages, main_conversation
-from chatseek_fusion.fuse import exact_tokens
+from chatseek_fusion.fuse import exact_tokens, script_of
 from eval.run import DEFAULT_MODEL, EVAL_DATA, Stack, _import_all, _load_tool
 
 DEPTH = 100
@@ -51,7 +51,6 @@ FOLDS = 5
 DATASETS = ("locomo", "ru", "tgif")
 KINDS = ["window", "thread", "post"]
 CHUNK_KIND = "conversation"
-CYRILLIC = range(0x0400, 0x0500)
 CONTEXT_LISTS = ("conversation_words", "conversation_meaning")
 SCRIPT_SAMPLE = 5
 SINGLE_LISTS = ("words only", "meaning only")
@@ -237,14 +236,6 @@ def _scaled(ranked: list[tuple[int, float]], top: int, how: str = "minmax") -> d
     return {u: (s - low) / span if span > 0 else 1.0 for u, s in head}
 
 
-def _script(text: str) -> str:
-    letters = [ch for ch in text if ch.isalpha()]
-    if not letters:
-        return ""
-    cyrillic = sum(1 for ch in letters if ord(ch) in CYRILLIC)
-    return "cyrillic" if cyrillic * 2 >= len(letters) else "latin"
-
-
 def convex_rule(
     alpha: float,
     beta: float = 0.0,
@@ -368,9 +359,9 @@ class Question:
 def _context(item: dict[str, Any], units: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """What a query-aware rule may look at: the question's script against its chat's, and the
     share of the question's content stems (function words left out) each unit holds."""
-    question = _script(item["q"]["question"])
+    question = script_of(item["q"]["question"])
     top = [u for u, _ in item["lists"]["meaning"][:SCRIPT_SAMPLE] if u in units]
-    scripts = [_script(units[u]["text"]) for u in top]
+    scripts = [script_of(units[u]["text"]) for u in top]
     chat = max(set(scripts), key=scripts.count) if scripts else ""
     asked = {stem(w) for w in content_words(words(item["q"]["question"]))}
     held: dict[int, float] = {}
