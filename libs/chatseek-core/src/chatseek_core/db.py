@@ -61,20 +61,22 @@ log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
 # Memory has a byte bound. Each connection's page cache for its main file is at most
-# CACHE_SIZE_KIB (attached files keep SQLite's default of 2 MiB), and all of a process's SQLite
-# memory is held under HEAP_LIMIT_BYTES, a soft limit past which SQLite recycles cache pages
-# before it allocates more. Files are not memory-mapped: a mapped page counts in the process's
-# RSS once per connection and file, so a service attaching two producers' files grew by up to
-# 768 MiB of mappings at 1M messages; the OS page cache serves re-reads just as well. 16 MiB,
-# not 32: a 100k import to words peaked 45-50 MiB lower over the four word-path services, at
-# no CPU cost this host's noise could show (bench/PROFILES.md, "Page cache per connection").
+# CACHE_SIZE_KIB (attached files keep SQLite's default of 2 MiB); that is the bound, and no
+# process-wide soft heap limit is set: with one (of any size), a service's query threads, each
+# on its own connection, slowed one another although SQLite's memory stayed far below it
+# (three ranked word lists at once at 1M: 390-435 ms against 262-290 without, at the same
+# peak RSS; bench/PROFILES.md, "A heap limit that slowed the query threads"). Files are not
+# memory-mapped: a mapped page counts in the process's RSS once per connection and file, so a
+# service attaching two producers' files grew by up to 768 MiB of mappings at 1M messages; the
+# OS page cache serves re-reads just as well. 16 MiB, not 32: a 100k import to words peaked
+# 45-50 MiB lower over the four word-path services, at no CPU cost this host's noise could
+# show (bench/PROFILES.md, "Page cache per connection").
 CACHE_SIZE_KIB = 16 * 1024
 # A connection that only answers queries re-reads pages the OS page cache already holds; its own
 # cache buys no speed there and costs RSS on every query thread. 4 MiB: lexical's ranked lists at
 # 1M read the same p50 as with 16 and peaked 37 MiB lower (bench/PROFILES.md, "Query threads'
 # page caches").
 QUERY_CACHE_SIZE_KIB = 4 * 1024
-HEAP_LIMIT_BYTES = 160 * 1024 * 1024
 MMAP_SIZE_BYTES = 0
 # A WAL file keeps its high-water size after a checkpoint resets it; past this it is cut back.
 WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
@@ -156,7 +158,6 @@ def connect(
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute(f"PRAGMA cache_size = -{cache_kib}")
     conn.execute(f"PRAGMA mmap_size = {MMAP_SIZE_BYTES}")
-    conn.execute(f"PRAGMA soft_heap_limit = {HEAP_LIMIT_BYTES}")
     conn.execute("PRAGMA temp_store = MEMORY")
     if vec:
         _load_vec(conn)
