@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import operator
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
 
 from chatseek_core import db, feed
 from chatseek_core.db import Connection
@@ -74,11 +72,19 @@ _MESSAGE_COLUMNS = (
     "content_hash",
     "grouped_id",
 )
-# What an update rewrites: everything but the identity.
+# What an update rewrites: everything but the identity. A None binds as NULL at the cost of
+# an int (``db`` registers an adapter for it), so every row goes through one statement.
 _UPDATED_COLUMNS = _MESSAGE_COLUMNS[4:]
+_INSERT_MESSAGE = (
+    f"INSERT INTO messages ({', '.join(_MESSAGE_COLUMNS)})"
+    f" VALUES ({', '.join('?' * len(_MESSAGE_COLUMNS))})"
+)
+_UPDATE_MESSAGE = (
+    f"UPDATE messages SET {', '.join(f'{column} = ?' for column in _UPDATED_COLUMNS)} WHERE mid = ?"
+)
 # A changed media row keeps its extracted text only while kind, name and size stay the same.
 _UPSERT_MEDIA = (
-    "INSERT INTO media (mid, kind, file_name, mime, size, extra) VALUES ({marks})"
+    "INSERT INTO media (mid, kind, file_name, mime, size, extra) VALUES (?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (mid) DO UPDATE SET"
     "  extract_state = CASE WHEN media.kind = excluded.kind"
     "    AND media.file_name IS excluded.file_name AND media.size IS excluded.size"
@@ -329,20 +335,14 @@ def _store_run(
         if sender is not None:
             senders[sender[0]] = (sender[1], sender[2])
         events.append((FEED_KIND, account, chat_id, msg_id, "upsert"))
-    for bound, rows in _by_nulls(updates).items():
-        assignments = ", ".join(
-            f"{column} = {'?' if b else 'NULL'}"
-            for column, b in zip(_UPDATED_COLUMNS, bound[:-1], strict=True)
-        )
-        conn.executemany(f"UPDATE messages SET {assignments} WHERE mid = ?", rows)
-    for bound, rows in _by_nulls(inserts).items():
-        conn.executemany(
-            f"INSERT INTO messages ({', '.join(_MESSAGE_COLUMNS)}) VALUES ({_marks(bound)})", rows
-        )
+    if updates:
+        conn.executemany(_UPDATE_MESSAGE, updates)
+    if inserts:
+        conn.executemany(_INSERT_MESSAGE, inserts)
     if media_gone:
         conn.executemany("DELETE FROM media WHERE mid = ?", media_gone)
-    for bound, rows in _by_nulls(media_rows).items():
-        conn.executemany(_UPSERT_MEDIA.format(marks=_marks(bound)), rows)
+    if media_rows:
+        conn.executemany(_UPSERT_MEDIA, media_rows)
     if senders:
         conn.executemany(
             "INSERT INTO senders (account, sender_id, kind, display_name) VALUES (?, ?, ?, ?)"
@@ -364,32 +364,6 @@ def _media_values(media: ExportMedia) -> tuple[object, ...]:
         media.size,
         _JSON.encode(extra) if extra else None,
     )
-
-
-def _by_nulls(
-    rows: Iterable[tuple[object, ...]],
-) -> dict[tuple[bool, ...], list[tuple[object, ...]]]:
-    """``rows`` grouped by which of their values are bound (not None), without their Nones.
-
-    The sqlean driver adapts every None it binds by failed attribute lookups, each raising a
-    formatted AttributeError (about 2.7 µs a value, ten Nones a typical message); a statement
-    that writes NULL as a literal binds nothing for it (#16).
-    """
-    groups: dict[tuple[bool, ...], list[tuple[object, ...]]] = {}
-    for row in rows:
-        bound = tuple(map(operator.is_not, row, repeat(None)))
-        values = tuple(compress(row, bound))
-        group = groups.get(bound)
-        if group is None:
-            groups[bound] = [values]
-        else:
-            group.append(values)
-    return groups
-
-
-def _marks(bound: Sequence[bool]) -> str:
-    """The VALUES list of a row grouped by ``_by_nulls``: ``?`` where bound, else NULL."""
-    return ", ".join("?" if b else "NULL" for b in bound)
 
 
 def set_extracted(
