@@ -64,7 +64,7 @@ BUSY_TIMEOUT_MS = 5000
 # CACHE_SIZE_KIB (attached files keep SQLite's default of 2 MiB); that is the bound, and no
 # process-wide soft heap limit is set: with one (of any size), a service's query threads, each
 # on its own connection, slowed one another although SQLite's memory stayed far below it
-# (three ranked word lists at once at 1M: 390-435 ms against 262-290 without, at the same
+# (three ranked word lists at once at 1M: 388-435 ms against 262-314 without, at the same
 # peak RSS; bench/PROFILES.md, "A heap limit that slowed the query threads"). Files are not
 # memory-mapped: a mapped page counts in the process's RSS once per connection and file, so a
 # service attaching two producers' files grew by up to 768 MiB of mappings at 1M messages; the
