@@ -181,6 +181,33 @@ def test_a_reused_message_rowid_carries_only_the_new_messages_words(stores: Stor
     assert [tuple(r) for r in rows] == [(OTHER_CHAT, 9)]
 
 
+def test_a_rowid_indexed_under_a_key_the_batch_does_not_name_is_replaced_not_doubled(
+    stores: Stores,
+) -> None:
+    # The message's delete never reached the feed (as from a writer that crashed between the
+    # two), so only the newcomer's key names the reused mid: new rows are inserted as new
+    # until the bookkeeping's key refuses one, and then the batch is replaced instead.
+    stores.ingest.put_message(CHAT, 1, "keeper")
+    reused = stores.ingest.put_message(CHAT, 2, "departed words")
+    apply_feeds(stores.lex)
+    with db.transaction(stores.ingest.conn):
+        stores.ingest.conn.execute(
+            "DELETE FROM messages WHERE chat_id = ? AND msg_id = ?", (CHAT, 2)
+        )
+    newcomer = stores.ingest.put_message(OTHER_CHAT, 9, "newcomer words")
+    fresh = stores.ingest.put_message(OTHER_CHAT, 10, "fresh words")
+    assert newcomer == reused
+
+    apply_feeds(stores.lex)
+
+    assert hits(stores.lex, "words") == {newcomer, fresh}
+    assert hits(stores.lex, "departed") == set()
+    assert hits(stores.lex, "keeper") != set()
+    rows = stores.lex.execute("SELECT mid, chat_id, msg_id FROM indexed_messages ORDER BY mid")
+    assert [tuple(r)[1:] for r in rows] == [(CHAT, 1), (OTHER_CHAT, 9), (OTHER_CHAT, 10)]
+    assert stores.lex.execute("SELECT count(*) FROM msg_fts").fetchone()[0] == 3
+
+
 def test_events_of_other_kinds_are_consumed_without_effect(stores: Stores) -> None:
     with db.transaction(stores.ingest.conn):
         stores.ingest.conn.execute(
