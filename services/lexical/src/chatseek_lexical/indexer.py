@@ -308,11 +308,12 @@ def _write_messages(
 ) -> None:
     """Index message rows (``fts_rows[k]`` and ``book_rows[k]`` describe one mid).
 
-    The mids in ``held`` are indexed already and are replaced in place. The others are
-    inserted as new rows, which costs FTS5 and the bookkeeping about 2 µs a row less than a
-    replace. A contentless FTS5 table takes a second row under a rowid it holds without a
-    word, so the bookkeeping rows go first: its primary key refuses a mid that is indexed
-    after all (one row per FTS row), and then the whole batch is replaced instead.
+    The mids in ``held`` are indexed already and are replaced in place, first. The others
+    are inserted as new rows, which costs FTS5 and the bookkeeping about 2 µs a row less
+    than a replace. A contentless FTS5 table takes a second row under a rowid it holds
+    without a word, so their bookkeeping rows go first: its primary key refuses a mid that
+    is indexed after all (one bookkeeping row per FTS row), and then those rows are replaced
+    too. With held rows first, a batch's rowids can go backwards once (one more segment).
     """
     # Rows arrive in rowid order: FTS5 flushes its pending segment whenever a rowid goes
     # backwards, and tiny segments make every later merge expensive.
