@@ -77,8 +77,12 @@ def import_once(
 
 
 def children() -> list[int]:
+    """This process's child processes, over every thread (a thread may end while read)."""
     found: list[int] = []
     for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        text = (task / "children").read_text().split()
+        try:
+            text = (task / "children").read_text().split()
+        except FileNotFoundError:
+            continue
         found += [int(pid) for pid in text]
     return found
