@@ -90,6 +90,49 @@ def test_none_binds_as_null_through_the_registered_adapter(tmp_path: Path) -> No
         conn.execute("INSERT INTO t (a, c) VALUES (?, ?)", (1, None))
 
 
+@pytest.mark.parametrize("count", [0, 1, 5, 63, 64, 65, 130])
+def test_insert_rows_lands_what_executemany_would_in_the_same_order(
+    tmp_path: Path, count: int
+) -> None:
+    conn = db.connect(tmp_path / "a.db")
+    ddl = "CREATE TABLE {} (id INTEGER PRIMARY KEY AUTOINCREMENT, a, b TEXT, c INTEGER)"
+    conn.execute(ddl.format("t"))
+    conn.execute(ddl.format("u"))
+    rows = [(k * 3 if k % 4 else None, f"r{k}", -k) for k in range(count)]
+    with db.transaction(conn):
+        db.insert_rows(conn, "INSERT INTO t (a, b, c)", rows)
+        conn.executemany("INSERT INTO u (a, b, c) VALUES (?, ?, ?)", rows)
+    got = "SELECT id, a, typeof(a), b, c FROM {} ORDER BY id"
+    assert [tuple(r) for r in conn.execute(got.format("t"))] == [
+        tuple(r) for r in conn.execute(got.format("u"))
+    ]
+    assert [tuple(r)[3] for r in conn.execute(got.format("t"))] == [f"r{k}" for k in range(count)]
+    counter = "SELECT seq FROM sqlite_sequence WHERE name = ?"
+    assert conn.execute(counter, ("t",)).fetchall() == conn.execute(counter, ("u",)).fetchall()
+
+
+def test_insert_rows_with_or_ignore_skips_each_conflicting_row_alone(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path / "a.db")
+    conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)")
+    conn.execute("INSERT INTO t VALUES (2, 'old'), (5, 'old')")
+    db.insert_rows(conn, "INSERT OR IGNORE INTO t (k, v)", [(k, "new") for k in range(8)], per=3)
+    assert [tuple(r) for r in conn.execute("SELECT k, v FROM t ORDER BY k")] == [
+        (k, "old" if k in (2, 5) else "new") for k in range(8)
+    ]
+
+
+def test_a_row_insert_rows_cannot_insert_raises_and_the_transaction_keeps_nothing(
+    tmp_path: Path,
+) -> None:
+    conn = db.connect(tmp_path / "a.db")
+    conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+    conn.execute("INSERT INTO t VALUES (1, 'kept')")
+    rows = [(k, "new" if k != 70 else None) for k in range(2, 100)]
+    with pytest.raises(sqlean.IntegrityError), db.transaction(conn):
+        db.insert_rows(conn, "INSERT INTO t (k, v)", rows)
+    assert [tuple(r) for r in conn.execute("SELECT k, v FROM t")] == [(1, "kept")]
+
+
 def test_bytes_bind_as_blobs_through_the_registered_adapter(tmp_path: Path) -> None:
     conn = db.connect(tmp_path / "a.db")
     assert (bytes, sqlean.PrepareProtocol) in sqlean.adapters

@@ -9,10 +9,10 @@ sequence numbers become visible in order and a cursor never skips a row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from chatseek_core.db import Connection
+from chatseek_core.db import Connection, insert_rows
 
 __all__ = [
     "FEED_DDL",
@@ -62,9 +62,10 @@ class Event(NamedTuple):
 
 def append(conn: Connection, events: Iterable[tuple[str, str, int, int, str]]) -> None:
     """Append ``(kind, account, chat_id, entity, op)`` events inside the writer's transaction."""
-    conn.executemany(
-        "INSERT INTO _feed (kind, account, chat_id, entity, op) VALUES (?, ?, ?, ?, ?)",
-        events,
+    insert_rows(
+        conn,
+        "INSERT INTO _feed (kind, account, chat_id, entity, op)",
+        events if isinstance(events, Sequence) else list(events),
     )
 
 

@@ -75,10 +75,7 @@ _MESSAGE_COLUMNS = (
 # What an update rewrites: everything but the identity. A None binds as NULL at the cost of
 # an int (``db`` registers an adapter for it), so every row goes through one statement.
 _UPDATED_COLUMNS = _MESSAGE_COLUMNS[4:]
-_INSERT_MESSAGE = (
-    f"INSERT INTO messages ({', '.join(_MESSAGE_COLUMNS)})"
-    f" VALUES ({', '.join('?' * len(_MESSAGE_COLUMNS))})"
-)
+_INSERT_MESSAGE = f"INSERT INTO messages ({', '.join(_MESSAGE_COLUMNS)})"
 _UPDATE_MESSAGE = (
     f"UPDATE messages SET {', '.join(f'{column} = ?' for column in _UPDATED_COLUMNS)} WHERE mid = ?"
 )
@@ -300,7 +297,7 @@ def _store_run(
 
     A new message gets ``mid`` = the largest stored ``mid`` + 1, in order: what SQLite itself
     assigns to an INTEGER PRIMARY KEY (no AUTOINCREMENT) inside this write transaction, given
-    here so that new rows need no second lookup and can be inserted grouped by their NULLs.
+    here so that new rows need no second lookup and go in many to a statement.
     """
     existing = _lookup(conn, account, [(p[0], p[1]) for p in messages])
     next_mid = int(conn.execute("SELECT COALESCE(MAX(mid), 0) FROM messages").fetchone()[0]) + 1
@@ -338,7 +335,7 @@ def _store_run(
     if updates:
         conn.executemany(_UPDATE_MESSAGE, updates)
     if inserts:
-        conn.executemany(_INSERT_MESSAGE, inserts)
+        db.insert_rows(conn, _INSERT_MESSAGE, inserts)
     if media_gone:
         conn.executemany("DELETE FROM media WHERE mid = ?", media_gone)
     if media_rows:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Protocol
 
-from chatseek_core import feed
+from chatseek_core import db, feed
 from chatseek_core.db import Connection
 
 __all__ = [
@@ -326,10 +326,11 @@ class UnitWriter:
             self.conn.execute("SELECT COALESCE(MAX(unit_id), 0) + 1 FROM units").fetchone()[0]
         )
         ids = list(range(first, first + len(units)))
-        self.conn.executemany(
+        db.insert_rows(
+            self.conn,
             "INSERT INTO units (unit_id, account, chat_id, topic_key, kind, key, build_id,"
             " first_msg_id, last_msg_id, start_date, end_date, msg_ids, senders, reactions, text,"
-            " content_hash, recipe) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " content_hash, recipe)",
             [
                 (
                     unit_id,
@@ -350,9 +351,9 @@ class UnitWriter:
                 _member_rows(unit_id, self.account, chat_id, linked, unit.kind, unit.msg_ids)
             )
         members.sort(key=_MEMBER_ORDER)
-        self.conn.executemany(
-            "INSERT OR IGNORE INTO unit_members (unit_id, account, chat_id, msg_id)"
-            " VALUES (?, ?, ?, ?)",
+        db.insert_rows(
+            self.conn,
+            "INSERT OR IGNORE INTO unit_members (unit_id, account, chat_id, msg_id)",
             members,
         )
         if announce:
