@@ -193,7 +193,7 @@ def test_a_message_repeated_in_one_batch_keeps_its_last_copy(conn: db.Connection
     assert events(conn) == [(1, "upsert"), (2, "upsert"), (1, "upsert")]
 
 
-def test_message_hashes_stay_what_stored_rows_were_compared_with() -> None:
+def test_message_hashes_stay_what_stored_rows_were_compared_with(conn: db.Connection) -> None:
     plain = message(7, 'Ёлка "quoted" 👍', sender_id=5, sender_name="Ann", reactions_total=2)
     poll = ExportMedia(kind="poll", size=3, extra={"question": "Où?"})
     service = ExportMessage(
@@ -211,6 +211,10 @@ def test_message_hashes_stay_what_stored_rows_were_compared_with() -> None:
         "2c3511ca9d07ef52da1fca03"
     )
     assert store.message_hash(service) == "398006fe8667efd3f5babd9f"
+    # The writer hashes what a reader process prepared: stored, both keep their digests.
+    save(conn, [dataclasses.replace(plain, date=1_700_000_000), service])
+    assert row(conn, 7)["content_hash"] == "2c3511ca9d07ef52da1fca03"
+    assert row(conn, 8, OTHER_CHAT_ID)["content_hash"] == "398006fe8667efd3f5babd9f"
 
 
 def test_a_store_of_schema_3_loses_only_its_normalised_copy_of_each_text(tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
 """An import's read of the export: in this process, or in a reader process beside it.
 
-Parsing an export and preparing its rows (``store.prepare``: hashes, JSON columns) is
-pure Python and costs about as much as writing the rows; in one process they take turns at the
-interpreter lock. For a big export on a machine with a core to spare, a reader process
-(``python -m chatseek_ingest.reading``) parses and prepares while the importing process writes.
+Parsing an export and preparing its rows (``store.prepare``: JSON columns) is pure Python
+and costs about as much as writing the rows (with each row's content hash, which the writer
+computes); in one process they take turns at the interpreter lock. For a big export on a
+machine with a core to spare, a reader process (``python -m chatseek_ingest.reading``) parses
+and prepares while the importing process writes.
 
 Invariants:
 * Both ways yield the same records in the same order: each ``ExportChat`` and ``ExportWarning``

@@ -16,6 +16,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from chatseek_core import db, feed
 from chatseek_core.db import Connection
@@ -69,12 +70,14 @@ _MESSAGE_COLUMNS = (
     "service_action",
     "has_link",
     "mentions",
-    "content_hash",
     "grouped_id",
+    "content_hash",
 )
 # What an update rewrites: everything but the identity. A None binds as NULL at the cost of
 # an int (``db`` registers an adapter for it), so every row goes through one statement.
 _UPDATED_COLUMNS = _MESSAGE_COLUMNS[4:]
+# A prepared message's values: those columns but its content hash, which the writer adds.
+_VALUE_COLUMNS = _UPDATED_COLUMNS[:-1]
 _INSERT_MESSAGE = f"INSERT INTO messages ({', '.join(_MESSAGE_COLUMNS)})"
 _UPDATE_MESSAGE = (
     f"UPDATE messages SET {', '.join(f'{column} = ?' for column in _UPDATED_COLUMNS)} WHERE mid = ?"
@@ -163,25 +166,35 @@ def _json_list(values: list[str]) -> str:
 
 def message_hash(message: ExportMessage) -> str:
     """A digest of everything about a message that derived stores depend on."""
-    media = message.media
-    parts: list[object] = [
-        message.date,
-        message.edit_date,
-        message.kind,
-        message.sender_id,
-        message.sender_name,
-        message.text,
-        message.reply_to_msg_id,
-        message.topic_id,
-        message.reactions_total,
-        message.service_action,
-        media.kind if media else None,
-        media.file_name if media else None,
-        media.size if media else None,
-        (media.extra.get("question") if media else None),
-    ]
-    if message.grouped_id is not None:
-        parts.append(message.grouped_id)  # only then, so that older digests stay as they were
+    return _digest(prepare(message))
+
+
+# The values a digest covers, in its order; the media's kind, name and size and a poll's
+# question follow, then the album's id when there is one.
+_HASHED_VALUES = itemgetter(
+    *map(
+        _VALUE_COLUMNS.index,
+        "date edit_date kind sender_id sender_name text reply_to_msg_id topic_id"
+        " reactions_total service_action".split(),
+    )
+)
+_GROUPED = _VALUE_COLUMNS.index("grouped_id")
+
+
+def _digest(p: Prepared) -> str:
+    """``message_hash`` of the message prepared as ``p``.
+
+    The importing process computes it, not the reader process that prepares messages: the
+    reader sets an import's pace, and this JSON encoding was a seventh of its work.
+    """
+    values, media, question = p[2], p[3], p[5]
+    parts: list[object] = list(_HASHED_VALUES(values))
+    if media is None:
+        parts += (None, None, None, None)
+    else:
+        parts += (media[0], media[1], media[3], question)
+    if values[_GROUPED] is not None:
+        parts.append(values[_GROUPED])  # only then, so that older digests stay as they were
     payload = _HASH_JSON.encode(parts)
     return hashlib.blake2b(payload.encode("utf-8"), digest_size=12).hexdigest()
 
@@ -205,16 +218,21 @@ def _lookup(
 
 
 Prepared = tuple[
-    int, int, tuple[object, ...], tuple[object, ...] | None, tuple[int, str, str] | None
+    int,
+    int,
+    tuple[object, ...],
+    tuple[object, ...] | None,
+    tuple[int, str, str] | None,
+    object,
 ]
 """A message as the store writes it, made without the database: ``(chat_id, msg_id, values,
-media, sender)``, where ``values`` are the message columns after the identity
-(``_UPDATED_COLUMNS``, the content hash among them), ``media`` the media row without its
-``mid`` and ``sender`` ``(sender_id, kind, display name)``, each None where there is none.
-Plain values only, so that a reader process can hand it over cheaply."""
+media, sender, question)``, where ``values`` are the message columns after the identity but
+its content hash (``_VALUE_COLUMNS``), ``media`` the media row without its ``mid``, ``sender``
+``(sender_id, kind, display name)``, each None where there is none, and ``question`` a poll's
+question (part of the content hash, not a column of its own). Plain values only, so that a
+reader process can hand it over cheaply."""
 
-_KIND = _UPDATED_COLUMNS.index("kind")
-_DIGEST = _UPDATED_COLUMNS.index("content_hash")
+_KIND = _VALUE_COLUMNS.index("kind")
 
 
 def prepare(m: ExportMessage) -> Prepared:
@@ -237,14 +255,16 @@ def prepare(m: ExportMessage) -> Prepared:
         m.service_action,
         int(m.has_link),
         _json_list(_mentions(m)),
-        message_hash(m),
         m.grouped_id,
     )
-    media = None if m.media is None else _media_values(m.media)
+    media = question = None
+    if m.media is not None:
+        media = _media_values(m.media)
+        question = m.media.extra.get("question")
     sender = None
     if m.sender_id is not None and m.sender_name:
         sender = (m.sender_id, m.sender_kind or "user", m.sender_name)
-    return (m.chat_id, m.msg_id, values, media, sender)
+    return (m.chat_id, m.msg_id, values, media, sender, question)
 
 
 def is_service(p: Prepared) -> bool:
@@ -307,20 +327,22 @@ def _store_run(
     media_gone: list[tuple[int]] = []
     senders: dict[int, tuple[str, str]] = {}
     events = []
-    for chat_id, msg_id, prepared, media, sender in messages:
+    for p in messages:
+        chat_id, msg_id, prepared, media, sender, _question = p
+        digest = _digest(p)
         before = existing.get((chat_id, msg_id))
-        if before is not None and before[1] == prepared[_DIGEST]:
+        if before is not None and before[1] == digest:
             stats.unchanged += 1
             continue
         if before is None:
             stats.new += 1
             mid = next_mid
             next_mid += 1
-            inserts.append((mid, account, chat_id, msg_id, *prepared))
+            inserts.append((mid, account, chat_id, msg_id, *prepared, digest))
         else:
             stats.updated += 1
             mid = before[0]
-            updates.append((*prepared, mid))
+            updates.append((*prepared, digest, mid))
         if media is not None:
             kind = str(media[0])
             stats.media[kind] = stats.media.get(kind, 0) + 1
