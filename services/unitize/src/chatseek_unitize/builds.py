@@ -534,9 +534,10 @@ def _write_links(
                 )
             )
         with db.transaction(conn):
-            conn.executemany(
+            db.insert_rows(
+                conn,
                 "INSERT INTO links (build_id, msg_id, parent_id, conversation_id, reason,"
-                " confidence, rejected) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                " confidence, rejected)",
                 rows,
             )
         _progress(on_progress, "write", min(start + write_batch, len(links)), len(links))
@@ -568,10 +569,10 @@ def _write_chunks(
 
     def insert() -> None:
         with db.transaction(conn):
-            conn.executemany(
+            db.insert_rows(
+                conn,
                 "INSERT INTO conversations (build_id, conversation_id, first_msg_id,"
-                " last_msg_id, start_date, end_date, message_count, participants)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " last_msg_id, start_date, end_date, message_count, participants)",
                 rows,
             )
             fresh.extend(
