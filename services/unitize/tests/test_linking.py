@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from chatseek_core.errors import InvalidValue
-from chatseek_unitize.linkfeatures import WINDOW, TopicInputs, _overlaps
+from chatseek_unitize.linkfeatures import WINDOW, NameSlots, TopicInputs, _overlaps
 from chatseek_unitize.linking import (
     INPUT_FEATURES,
     WEIGHTS_PATH,
@@ -339,6 +339,30 @@ def test_overlaps_match_a_plain_pairwise_count() -> None:
 
 
 # --- conversations ---
+
+
+def test_name_slots_read_as_the_dense_columns_they_replace() -> None:
+    rng = np.random.default_rng(7)
+    n, width = 400, 3
+    rows = [
+        tuple(rng.choice(9, size=rng.choice(4, p=[0.7, 0.15, 0.1, 0.05]), replace=False))
+        for _ in range(n)
+    ]
+    dense = np.full((n, width), -1, dtype=np.int32)
+    for k, row in enumerate(rows):
+        dense[k, : len(row[:width])] = row[:width]
+    slots = NameSlots.of(enumerate(rows), width)
+    for s in range(width):
+        for base, end in ((0, n), (37, 120), (399, 400), (50, 50)):
+            assert slots.window(s, base, end).tolist() == dense[base:end, s].tolist()
+        pos = rng.integers(0, n, size=(20, 5))
+        assert slots.at_positions(s, pos).tolist() == dense[pos, s].tolist()
+    for lo, hi in ((0, n), (10, 12), (-5, 3), (n, n + 9)):
+        lo_c = max(lo, 0)
+        assert slots.used(lo, hi) == [s for s in range(width) if (dense[lo_c:hi, s] != -1).any()]
+    named = slots.names()
+    assert named == {k: row[:width] for k, row in enumerate(rows) if row}
+    assert NameSlots.of([], 2).at_positions(0, np.arange(4)).tolist() == [-1] * 4
 
 
 def test_conversations_are_the_connected_components_in_order() -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, NamedTuple
@@ -32,6 +32,7 @@ __all__ = [
     "Analysed",
     "Block",
     "DynamicState",
+    "NameSlots",
     "StemTable",
     "TopicArrays",
     "TopicColumns",
@@ -157,15 +158,77 @@ class StemTable:
         return tuple([vocab[x] for x in self._ids_at[off[k] : off[k + 1]]])
 
 
+class NameSlots:
+    """Whom a topic's messages name in one kind of slot (whom they address, or mention):
+    slot ``s`` is filled by the messages at positions ``at[s]`` (ascending), naming the
+    authors ``who[s]``. A message's names fill its slots from the first.
+
+    Few messages name anyone, so nothing is held for the others: as dense columns, the five
+    slots took 20 bytes a message.
+    """
+
+    __slots__ = ("at", "who")
+
+    def __init__(self, at: Sequence[Sequence[int]], who: Sequence[Sequence[int]]) -> None:
+        self.at = [np.asarray(a, dtype=np.int32) for a in at]
+        self.who = [np.asarray(w, dtype=np.int32) for w in who]
+
+    @classmethod
+    def of(cls, named: Iterable[tuple[int, Sequence[int]]], width: int) -> NameSlots:
+        """The slots of the messages ``named`` lists as ``(position, names)``, by ascending
+        position, each cut to ``width`` names."""
+        at: list[list[int]] = [[] for _ in range(width)]
+        who: list[list[int]] = [[] for _ in range(width)]
+        for k, row in named:
+            for s, a in enumerate(row[:width]):
+                at[s].append(k)
+                who[s].append(a)
+        return cls(at, who)
+
+    def used(self, lo: int, hi: int) -> list[int]:
+        """The slots some message of ``lo..hi-1`` fills."""
+        lo = max(lo, 0)
+        out = []
+        for s, at in enumerate(self.at):
+            first = int(np.searchsorted(at, lo))
+            if first < len(at) and at[first] < hi:
+                out.append(s)
+        return out
+
+    def window(self, s: int, base: int, end: int) -> np.ndarray:
+        """Slot ``s`` of messages ``base..end-1`` as a column (``-1`` where empty)."""
+        out = np.full(end - base, _NONE, dtype=np.int32)
+        at = self.at[s]
+        a, b = np.searchsorted(at, (base, end))
+        out[at[a:b] - base] = self.who[s][a:b]
+        return out
+
+    def at_positions(self, s: int, pos: np.ndarray) -> np.ndarray:
+        """Slot ``s`` of the messages at ``pos`` (any shape; ``-1`` where empty)."""
+        at = self.at[s]
+        if not len(at):
+            return np.full(pos.shape, _NONE, dtype=np.int32)
+        k = np.minimum(np.searchsorted(at, pos), len(at) - 1)
+        return np.where(at[k] == pos, self.who[s][k], np.int32(_NONE))
+
+    def names(self) -> dict[int, tuple[int, ...]]:
+        """Each naming message's names, in slot order, by position."""
+        out: dict[int, tuple[int, ...]] = {}
+        for at, who in zip(self.at, self.who, strict=True):
+            for k, a in zip(at.tolist(), who.tolist(), strict=True):
+                out[k] = (*out.get(k, ()), a)
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class TopicColumns:
     """What the features read of a topic's messages (see ``Analysed``), a column each: a
     topic streamed from the store never holds a tuple per message."""
 
     author: np.ndarray  # int64
-    date: np.ndarray  # float64
-    addressed: np.ndarray  # (n, ADDRESS_SLOTS) int64, -1 for an empty slot
-    mentioned: np.ndarray  # (n, MENTION_SLOTS) int64
+    date: array[int]  # "q": unix seconds
+    addressed: NameSlots  # ADDRESS_SLOTS wide
+    mentioned: NameSlots  # MENTION_SLOTS wide
     question: np.ndarray  # bool
     length: np.ndarray  # int64
     stems: StemTable
@@ -173,14 +236,6 @@ class TopicColumns:
     @property
     def n(self) -> int:
         return len(self.author)
-
-
-def _slots(rows: Sequence[tuple[int, ...]], width: int) -> np.ndarray:
-    out = np.full((len(rows), width), _NONE, dtype=np.int64)
-    for k, row in enumerate(rows):
-        for s, a in enumerate(row[:width]):
-            out[k, s] = a
-    return out
 
 
 def columns_of(msgs: Sequence[Analysed], known: frozenset[str]) -> TopicColumns:
@@ -201,9 +256,9 @@ def columns_of(msgs: Sequence[Analysed], known: frozenset[str]) -> TopicColumns:
         off[k + 1] = len(ids)
     return TopicColumns(
         author=np.fromiter((m.author for m in msgs), dtype=np.int64, count=n),
-        date=np.fromiter((m.date for m in msgs), dtype=np.float64, count=n),
-        addressed=_slots([m.addressed for m in msgs], ADDRESS_SLOTS),
-        mentioned=_slots([m.mentioned for m in msgs], MENTION_SLOTS),
+        date=array("q", [m.date for m in msgs]),
+        addressed=NameSlots.of(enumerate(m.addressed for m in msgs), ADDRESS_SLOTS),
+        mentioned=NameSlots.of(enumerate(m.mentioned for m in msgs), MENTION_SLOTS),
         question=np.fromiter((m.question for m in msgs), dtype=bool, count=n),
         length=np.fromiter((m.length for m in msgs), dtype=np.int64, count=n),
         stems=StemTable(list(number), np.asarray(ids, dtype=np.int32), off),
@@ -358,7 +413,10 @@ class TopicArrays:
         # numpy view of it the blocks read.
         # Numbers of authors and positions fit 32 bits; times and sums stay 64.
         self.author_at, self.author = _held_once(cols.author.astype(np.int32), "i")
-        self.date_at, self.date = _held_once(cols.date.astype(np.float64), "d")
+        # The topic's own column of times, not a copy: whole seconds, whose differences are
+        # the same floats as before whether taken as integers or as floats.
+        self.date_at = cols.date
+        self.date = np.frombuffer(cols.date, dtype=np.int64)
         self.question = cols.question.astype(bool)
         self.log_length = np.log1p(cols.length.astype(np.float64))
         prev_same, next_same = _prev_next_same(self.author)
@@ -372,18 +430,12 @@ class TopicArrays:
         )
         self._rows: OverlapRows | None = None
         self.pace_at, self.pace = _held_once(_pace(self.date), "d")
-        # Slots as contiguous columns, and how many messages before each fill each slot, so
-        # a block skips the name comparisons of a slot no message near it fills.
-        self.address_slots = [
-            np.ascontiguousarray(cols.addressed[:, s], dtype=np.int32) for s in range(ADDRESS_SLOTS)
-        ]
-        self.mention_slots = [
-            np.ascontiguousarray(cols.mentioned[:, s], dtype=np.int32) for s in range(MENTION_SLOTS)
-        ]
-        # A message's names fill its slots from the first.
-        self.has_address = self.address_slots[0] != _NONE
-        self.address_filled = [_filled_at(c) for c in self.address_slots]
-        self.mention_filled = [_filled_at(c) for c in self.mention_slots]
+        # Whom messages address and mention, held sparse; a block skips the name
+        # comparisons of a slot no message near it fills.
+        self.addressed = cols.addressed
+        self.mentioned = cols.mentioned
+        self.has_address = np.zeros(n, dtype=bool)
+        self.has_address[cols.addressed.at[0]] = True
 
     def overlap_rows(self, lo: int, hi: int) -> OverlapRows:
         """The overlaps of a stretch holding messages ``lo..hi-1``.
@@ -411,30 +463,14 @@ def _held_once(values: np.ndarray, code: str) -> tuple[array[Any], np.ndarray]:
     return held, np.frombuffer(held, dtype=values.dtype)
 
 
-def _filled_at(slot: np.ndarray) -> np.ndarray:
-    """The positions of the messages that fill this slot, ascending: few messages name
-    anyone, and a count per message took 40 bytes a message over the five slots."""
-    return np.flatnonzero(slot != _NONE).astype(np.int32)
-
-
-def _used(filled: list[np.ndarray], lo: int, hi: int) -> list[int]:
-    """The slots some message of ``lo..hi-1`` fills."""
-    lo = max(lo, 0)
-    out = []
-    for s, at in enumerate(filled):
-        first = int(np.searchsorted(at, lo))
-        if first < len(at) and at[first] < hi:
-            out.append(s)
-    return out
-
-
 def _names_any(
-    slots: list[np.ndarray], used: list[int], at: np.ndarray, who: np.ndarray
+    used: list[int], values: Callable[[int], np.ndarray], who: np.ndarray, shape: tuple[int, ...]
 ) -> np.ndarray:
-    """Whether any used slot of the messages ``at`` names ``who`` (broadcast together)."""
-    hit = np.zeros(np.broadcast_shapes(at.shape, who.shape), dtype=bool)
+    """Whether any used slot names ``who``: ``values(s)`` is slot ``s`` of the messages
+    compared, broadcast with ``who`` to ``shape``."""
+    hit = np.zeros(shape, dtype=bool)
     for s in used:
-        hit |= slots[s][at] == who
+        hit |= values(s) == who
     return hit
 
 
@@ -484,13 +520,20 @@ def pair_columns(
     gap = np.maximum(t.date[i] - t.date[j], 0.0)
     out[4] = (np.log1p(gap) - t.pace[i]) / GAP_SCALE
     out[5] = same
-    # Who names whom: only the slots some message of the block (or its window) fills.
-    own_used = _used(t.address_filled, lo, hi)
-    cand_used = _used(t.address_filled, lo - WINDOW, hi)
-    c_addr = _names_any(t.address_slots, own_used, i, a_j) & other
-    c_ment = _names_any(t.mention_slots, _used(t.mention_filled, lo, hi), i, a_j) & other
-    p_addr = _names_any(t.address_slots, cand_used, j, a_i) & other
-    p_ment = _names_any(t.mention_slots, _used(t.mention_filled, lo - WINDOW, hi), j, a_i) & other
+    # Who names whom: only the slots some message of the block (or its window) fills, each
+    # as a column over the block and its window (``base..hi-1``).
+    base = max(lo - WINDOW, 0)
+    il, jl = i - base, j - base
+    addressed, mentioned = t.addressed, t.mentioned
+    own_used = addressed.used(lo, hi)
+    cand_used = addressed.used(base, hi)
+    addr = {s: addressed.window(s, base, hi) for s in cand_used}
+    ment = {s: mentioned.window(s, base, hi) for s in mentioned.used(base, hi)}
+    shape = (n, WINDOW)
+    c_addr = _names_any(own_used, lambda s: addr[s][il], a_j, shape) & other
+    c_ment = _names_any(mentioned.used(lo, hi), lambda s: ment[s][il], a_j, shape) & other
+    p_addr = _names_any(cand_used, lambda s: addr[s][jl], a_i, shape) & other
+    p_ment = _names_any(list(ment), lambda s: ment[s][jl], a_i, shape) & other
     has_i = t.has_address[i]
     has_j = t.has_address[j]
     out[6] = c_addr
@@ -502,9 +545,9 @@ def pair_columns(
     # The message's first addressee is one of the candidate's (a filled slot never holds -1).
     same_addressee = np.zeros((n, WINDOW), dtype=bool)
     if own_used and cand_used:
-        first = t.address_slots[0][i]
+        first = addr[0][il]
         for s in cand_used:
-            same_addressee |= t.address_slots[s][j] == first
+            same_addressee |= addr[s][jl] == first
         same_addressee &= has_i & other
     out[12] = same_addressee
     nxt = t.next_same[j]
@@ -518,8 +561,11 @@ def pair_columns(
     own_prev_c = np.maximum(own_prev, 0)
     # The author's previous message may lie any distance back.
     known_prev = own_prev[own_prev != _NONE]
-    c_prev_used = _used(t.address_filled, int(known_prev.min()) if known_prev.size else hi, hi)
-    out[17] = _names_any(t.address_slots, c_prev_used, own_prev_c, a_j) & (own_prev >= 0) & other
+    c_prev_used = addressed.used(int(known_prev.min()) if known_prev.size else hi, hi)
+    c_prev_addr = _names_any(
+        c_prev_used, lambda s: addressed.at_positions(s, own_prev_c), a_j, shape
+    )
+    out[17] = c_prev_addr & (own_prev >= 0) & other
     # The newest candidate addressing c's author: the one whose count from the right is 1.
     out[18] = p_addr & (np.cumsum(p_addr[:, ::-1], axis=1)[:, ::-1] == 1)
     stretch = t.overlap_rows(lo, hi)
@@ -610,10 +656,7 @@ class DynamicState:
         # named[a][b]: the latest message in which a and b named each other.
         self.named: dict[int, dict[int, int]] = {}
         # Whom each message mentions, for the messages that mention someone.
-        self._mentioned: dict[int, tuple[int, ...]] = {
-            k: tuple(a for a in (int(slot[k]) for slot in t.mention_slots) if a != _NONE)
-            for k in np.flatnonzero(t.mention_slots[0] != _NONE).tolist()
-        }
+        self._mentioned: dict[int, tuple[int, ...]] = t.mentioned.names()
         self.date = t.date_at
         self.pace = t.pace_at
         self.conv_authors: dict[int, set[int]] = {}

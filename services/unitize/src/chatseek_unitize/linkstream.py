@@ -28,6 +28,7 @@ from chatseek_unitize.cutting import is_unit_member
 from chatseek_unitize.linkfeatures import (
     ADDRESS_SLOTS,
     MENTION_SLOTS,
+    NameSlots,
     StemTable,
     TopicColumns,
     least_informative,
@@ -227,7 +228,7 @@ class StreamTopic:
         self.stem_off = array("q", [0])
         self._group: int | None = None
         self.idf: Mapping[str, float] = {}
-        self.parent = array("q")  # by message: its parent's position, -1 for none
+        self.parent = array("i")  # by message: its parent's position, -1 for none
         self.scored: bytearray = bytearray()
         self._stems: StemTable | None = None
         self._by_id: tuple[np.ndarray | None, np.ndarray] | None = None
@@ -273,25 +274,28 @@ class StreamTopic:
         self._stems = StemTable(vocab, renumber[ids[mask]], off)
         del ids
         self.stem_ids = array("i")
+        self.stem_off = array("q")
 
     def columns(self) -> TopicColumns:
         """The topic as the features read it (after ``cut_stems``), once: the names each
         message holds go into its slots and are let go."""
         assert self._stems is not None
         owners = name_owners(self.name_keys, self.numbers)
-        addressed = np.full((len(self), ADDRESS_SLOTS), -1, dtype=np.int64)
-        mentioned = np.full((len(self), MENTION_SLOTS), -1, dtype=np.int64)
-        for k, (names, lead) in self.named.items():
-            to, of = addressing(names, lead, self.author[k], owners)
-            addressed[k, : len(to[:ADDRESS_SLOTS])] = to[:ADDRESS_SLOTS]
-            mentioned[k, : len(of[:MENTION_SLOTS])] = of[:MENTION_SLOTS]
+        # ``named`` was filled in message order, so positions ascend.
+        to_of = [
+            (k, addressing(names, lead, self.author[k], owners))
+            for k, (names, lead) in self.named.items()
+        ]
         self.named = {}
+        addressed = NameSlots.of(((k, to) for k, (to, _) in to_of), ADDRESS_SLOTS)
+        mentioned = NameSlots.of(((k, of) for k, (_, of) in to_of), MENTION_SLOTS)
+        del to_of
         self._senders = set()
         author, question, length = self.author, self.question, self.length
         self.author, self.question, self.length = array("q"), bytearray(), array("q")
         return TopicColumns(
             author=np.frombuffer(author, dtype=np.int64).copy(),
-            date=np.frombuffer(self.dates, dtype=np.int64).astype(np.float64),
+            date=self.dates,
             addressed=addressed,
             mentioned=mentioned,
             question=np.frombuffer(question, dtype=np.uint8).astype(bool),
