@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,10 +18,11 @@ from helpers_unitize import ACCOUNT, GROUP, Stores, make_stores, msg
 
 from chatseek_core import db
 from chatseek_core.errors import ChatNotFound, IndexNotReady
-from chatseek_unitize import builds, readers
-from chatseek_unitize.batches import answer_batch, batch_status
+from chatseek_unitize import builds, loader, readers
+from chatseek_unitize.batches import answer_batch, batch_status, valid_answers
 from chatseek_unitize.builds import build_chat, build_chats, discard_unfinished
-from chatseek_unitize.linking import RuleScorer
+from chatseek_unitize.linking import LearnedScorer, RuleScorer
+from chatseek_unitize.linkstream import NO_ID, REASONS, link_chat
 
 KILL_WAIT_S = 120.0
 
@@ -101,6 +103,85 @@ def test_a_build_publishes_links_conversations_and_chunks(stores: Stores) -> Non
     assert chunks and {b for b, _ in chunks.values()} == {report.build_id}
     assert report.chunks == len(chunks) == report.chunks_new
     assert sorted(stores.unit_events(head)) == sorted((u, "upsert") for u in chunks)
+
+
+def test_a_learned_build_writes_the_links_and_conversations_the_streamed_reference_makes(
+    tmp_path: Path,
+) -> None:
+    # Two forum topics interleaved in time: a build links them one after the other, so its
+    # conversations are numbered again by their first message when it ends.
+    s = make_stores(tmp_path / "data")
+    try:
+        s.chat(GROUP)
+        words = ["bike", "dentist", "tram", "strike", "rent", "flat", "visa", "bank"]
+        s.put(
+            [
+                msg(
+                    k,
+                    k * (2 if k % 7 else 40),
+                    f"{words[k % 8]} {words[(k * 3) % 8]} question {k}?"
+                    if k % 5 == 0
+                    else f"User{1 + (k % 4)}: {words[k % 8]} again",
+                    sender=1 + (k * 7) % 5,
+                    topic=(None, 10, 20)[(k // 3) % 3],
+                    reply_to=k - 4 if k % 11 == 0 else None,
+                )
+                for k in range(1, 121)
+            ]
+        )
+        s.drain()
+        conn = s.unitize
+        answers = valid_answers(conn, ACCOUNT, GROUP).valid
+        reference = link_chat(
+            loader.iter_chat(conn, ACCOUNT, GROUP),
+            senders=loader.senders(conn, ACCOUNT, GROUP),
+            agent_answers=answers,
+            scorer=LearnedScorer(),
+        )
+        number, count = reference.conversations()
+
+        report = build_chat(conn, ACCOUNT, GROUP, LearnedScorer(), write_batch=7)
+
+        assert (report.messages, report.conversations) == (len(reference), count)
+        rows = {
+            int(r[0]): tuple(r[1:])
+            for r in conn.execute(
+                "SELECT msg_id, parent_id, conversation_id, reason, confidence, rejected"
+                " FROM links WHERE build_id = ?",
+                (report.build_id,),
+            )
+        }
+        expected = {}
+        spans: dict[int, list[tuple[int, int]]] = {}
+        for k in range(len(reference)):
+            parent = reference.parent_id[k]
+            runners = reference.runners_up(k)
+            expected[reference.msg_id[k]] = (
+                None if parent == NO_ID else parent,
+                int(number[k]),
+                REASONS[reference.reason[k]],
+                reference.confidence(k),
+                json.dumps([list(r) for r in runners]) if runners else None,
+            )
+            spans.setdefault(int(number[k]), []).append((reference.date[k], reference.msg_id[k]))
+        assert rows == expected
+        assert len({(None, 10, 20)[(k // 3) % 3] for k in rows}) == 3
+        conversations = {
+            int(r[0]): tuple(r[1:])
+            for r in conn.execute(
+                "SELECT conversation_id, first_msg_id, last_msg_id, start_date, end_date,"
+                " message_count FROM conversations WHERE build_id = ?",
+                (report.build_id,),
+            )
+        }
+        assert conversations == {
+            c: (span[0][1], span[-1][1], span[0][0], span[-1][0], len(span))
+            for c, span in spans.items()
+        }
+        firsts = [conversations[c][2:0:-1] for c in sorted(conversations)]
+        assert firsts == sorted(firsts)
+    finally:
+        s.close()
 
 
 def test_show_and_message_links_read_the_current_build(stores: Stores) -> None:

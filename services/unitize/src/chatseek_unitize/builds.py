@@ -24,6 +24,7 @@ import time
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, astuple, dataclass, field, fields, replace
+from itertools import chain
 from typing import TypeVar
 
 import numpy as np
@@ -38,11 +39,12 @@ from chatseek_unitize.cutting import chrono_key
 from chatseek_unitize.linking import (
     WEIGHTS_PATH,
     LearnedScorer,
+    LinkReason,
     LinkScorer,
     RuleScorer,
     build_links,
 )
-from chatseek_unitize.linkstream import NO_ID, REASONS, LinkColumns, link_chat
+from chatseek_unitize.linkstream import LinkSink, stream_links
 from chatseek_unitize.model import RECIPE_VERSION, Msg
 from chatseek_unitize.store import (
     StoredUnit,
@@ -325,33 +327,40 @@ def discard_unfinished(conn: Connection, account: str = "", chat_id: int | None 
 
 
 def _conversation_row(
-    build_id: int, conv_id: int, links: LinkColumns, at: Sequence[int], seq: Sequence[Msg]
+    build_id: int, conv_id: int, links: _LinkWriter, seq: Sequence[Msg]
 ) -> tuple[object, ...]:
-    """The ``conversations`` row of conversation ``conv_id``: its links at ``at``, its
-    messages (as loaded) ``seq``, both in chronological order."""
+    """The ``conversations`` row of conversation ``conv_id``: its extent as ``links`` saw
+    it, the senders of its messages (as loaded) ``seq``, in chronological order."""
     names: dict[str, None] = {}
     for m in seq:
         names.setdefault(m.sender_name or UNKNOWN_SENDER, None)
-    dates = [links.date[k] for k in at]
+    k = conv_id - 1
     return (
         build_id,
         conv_id,
-        links.msg_id[at[0]],
-        links.msg_id[at[-1]],
-        min(dates),
-        max(dates),
-        len(at),
+        links.first[k],
+        links.last[k],
+        links.start[k],
+        links.end[k],
+        links.size[k],
         json.dumps(list(names), ensure_ascii=False),
     )
 
 
-def _chunk_units(seq: Sequence[Msg], repeats: dict[tuple[int, str], int]) -> list[ChunkUnit]:
+Repeats = dict[int, dict[int, int]]
+"""How many chunks of a build so far hold each text, by topic key and content hash (as an
+int: keyed by the hex string and the topic in a tuple, the chunks of a 1M-message chat took
+about 230 bytes each until the build was written)."""
+
+
+def _chunk_units(seq: Sequence[Msg], repeats: Repeats) -> list[ChunkUnit]:
     """The chunks of one conversation (its messages in order) as storable units."""
     out: list[ChunkUnit] = []
+    seen = repeats.setdefault(topic_key(seq[0].topic_id), {}) if seq else {}
     for chunk in chunk_conversation(seq):
-        tkey = (topic_key(seq[0].topic_id), chunk.content_hash)
-        n = repeats.get(tkey, 0)
-        repeats[tkey] = n + 1
+        digest = int(chunk.content_hash, 16)
+        n = seen.get(digest, 0)
+        seen[digest] = n + 1
         key = f"h:{chunk.content_hash}" if n == 0 else f"h:{chunk.content_hash}:{n}"
         ids = set(chunk.msg_ids)
         members = [m for m in seq if m.msg_id in ids]
@@ -418,19 +427,19 @@ def _build(
         )
     _progress(on_progress, "load", 0, 0)
     answers = valid_answers(conn, account, chat_id)
-    _progress(on_progress, "link", 0, 0)
-    links = _links(conn, account, chat_id, answers.valid, scorer)
     discard_unfinished(conn, account, chat_id)
     with db.transaction(conn):
         prev_row = conn.execute(
             "SELECT build_id FROM current_builds WHERE account = ? AND chat_id = ?",
             (account, chat_id),
         ).fetchone()
+        # The links go into the build as they are made; it counts its messages when it is
+        # published.
         build_id = int(
             conn.execute(
                 "INSERT INTO conversation_builds (account, chat_id, state, scorer, message_count)"
-                " VALUES (?, ?, 'building', ?, ?) RETURNING build_id",
-                (account, chat_id, scorer_name(scorer), len(links)),
+                " VALUES (?, ?, 'building', ?, 0) RETURNING build_id",
+                (account, chat_id, scorer_name(scorer)),
             ).fetchone()[0]
         )
     report = BuildReport(
@@ -439,13 +448,14 @@ def _build(
         build_id=build_id,
         previous_build_id=None if prev_row is None else int(prev_row[0]),
         scorer=scorer_name(scorer),
-        messages=len(links),
         stale_answers=len(answers.stale),
     )
     try:
-        number, report.conversations = links.conversations()
-        _write_links(conn, build_id, links, number, report, on_progress, write_batch)
-        fresh, reused = _write_chunks(conn, account, chat_id, build_id, links, number, report)
+        _progress(on_progress, "link", 0, 0)
+        links = _LinkWriter(conn, build_id, report, on_progress, write_batch)
+        _links(conn, account, chat_id, answers.valid, scorer, links)
+        links.finish()
+        fresh, reused = _write_chunks(conn, account, chat_id, build_id, links, report)
         _progress(on_progress, "chunk", report.chunks, report.chunks)
         _publish(conn, account, chat_id, build_id, report, fresh, reused)
         _progress(on_progress, "publish", 1, 1)
@@ -477,71 +487,159 @@ def _links(
     chat_id: int,
     answers: dict[int, int | None],
     scorer: LinkScorer,
-) -> LinkColumns:
-    """The chat's links. The shipped learned scorer reads the chat as a stream and holds a
-    few numbers a message; any other scorer reads a ``LinkContext``, which holds the chat."""
+    out: LinkSink,
+) -> None:
+    """Make the chat's links into ``out``. The shipped learned scorer reads the chat as a
+    stream and holds a few numbers a message; any other scorer reads a ``LinkContext``,
+    which holds the chat."""
     if type(scorer) is LearnedScorer:
-        return link_chat(
+        stream_links(
             loader.iter_chat(conn, account, chat_id),
             senders=loader.senders(conn, account, chat_id),
             agent_answers=answers,
             scorer=scorer,
+            out=out,
         )
+        return
     msgs = loader.load_chat(conn, account, chat_id)
     dates = {m.msg_id: m.date for m in msgs}
-    out = LinkColumns()
-    for link in build_links(msgs, agent_answers=answers, scorer=scorer):
-        out.add(
+    links = build_links(msgs, agent_answers=answers, scorer=scorer)
+    del msgs
+    out.expect(len(links))
+    # In chronological order, so a parent's conversation is numbered before its child's.
+    conv: dict[int, int] = {}
+    for link in links:
+        joins = 0 if link.parent_id is None else conv.get(link.parent_id, 0)
+        conv[link.msg_id] = out.add(
             link.msg_id,
             dates[link.msg_id],
             link.parent_id,
             link.reason,
             link.confidence,
             link.rejected,
+            joins,
         )
-    return out
 
 
-def _write_links(
-    conn: Connection,
-    build_id: int,
-    links: LinkColumns,
-    number: np.ndarray,
-    report: BuildReport,
-    on_progress: Progress | None,
-    write_batch: int,
-) -> None:
-    reasons = report.reasons
-    # Rows are made a batch at a time: a big chat's rows, all at once, held a tuple and a
-    # JSON string for every link.
-    for start in range(0, len(links), write_batch):
-        rows = []
-        conv_of = number[start : start + write_batch].tolist()
-        for k in range(start, min(start + write_batch, len(links))):
-            reason = REASONS[links.reason[k]]
-            reasons[reason] = reasons.get(reason, 0) + 1
-            parent = links.parent_id[k]
-            rejected = links.runners_up(k)
-            rows.append(
-                (
-                    build_id,
-                    links.msg_id[k],
-                    None if parent == NO_ID else parent,
-                    conv_of[k - start],
-                    reason,
-                    links.confidence(k),
-                    json.dumps([list(r) for r in rejected]) if rejected else None,
+class _LinkWriter:
+    """A build's links, written as they are made, ``write_batch`` to a transaction
+    (``LinkSink``), and what each conversation's row needs: a few numbers a conversation.
+
+    A link that starts a conversation numbers it; ``finish`` renumbers the conversations by
+    their first message when they were made out of that order (a chat's topics are linked one
+    after the other). Held whole until the build was written, the links of a 1M-message chat
+    took 58 bytes a message.
+    """
+
+    def __init__(
+        self,
+        conn: Connection,
+        build_id: int,
+        report: BuildReport,
+        on_progress: Progress | None,
+        write_batch: int,
+    ) -> None:
+        self.conn, self.build_id, self.report = conn, build_id, report
+        self.on_progress, self.write_batch = on_progress, write_batch
+        self.total = 0
+        self.rows: list[tuple[object, ...]] = []
+        # By conversation number - 1: first and last message, their dates, and the size.
+        self.first, self.start = array("q"), array("q")
+        self.last, self.end = array("q"), array("q")
+        self.size = array("q")
+
+    def expect(self, total: int) -> None:
+        self.total += total
+
+    def add(
+        self,
+        msg_id: int,
+        date: int,
+        parent_id: int | None,
+        reason: LinkReason,
+        confidence: float,
+        rejected: Sequence[tuple[int, float]] = (),
+        joins: int = 0,
+    ) -> int:
+        if joins == 0:
+            self.first.append(msg_id)
+            self.start.append(date)
+            self.last.append(msg_id)
+            self.end.append(date)
+            self.size.append(1)
+            conv = len(self.size)
+        else:
+            conv, k = joins, joins - 1
+            # A conversation's links come in chronological order.
+            self.last[k] = msg_id
+            self.end[k] = max(self.end[k], date)
+            self.size[k] += 1
+        reasons = self.report.reasons
+        reasons[reason] = reasons.get(reason, 0) + 1
+        self.rows.append(
+            (
+                self.build_id,
+                msg_id,
+                parent_id,
+                conv,
+                reason,
+                confidence,
+                json.dumps([list(r) for r in rejected]) if rejected else None,
+            )
+        )
+        self.report.messages += 1
+        if len(self.rows) >= self.write_batch:
+            self._flush()
+        return conv
+
+    def _flush(self) -> None:
+        if self.rows:
+            with db.transaction(self.conn):
+                db.insert_rows(
+                    self.conn,
+                    "INSERT INTO links (build_id, msg_id, parent_id, conversation_id, reason,"
+                    " confidence, rejected)",
+                    self.rows,
                 )
+            self.rows.clear()
+        _progress(self.on_progress, "write", self.report.messages, self.total)
+
+    def finish(self) -> None:
+        """Write the last links and number the conversations by their first message."""
+        self._flush()
+        self.report.conversations = len(self.size)
+        self.report.answers_applied = self.report.reasons.get("agent", 0)
+        start = np.frombuffer(self.start, dtype=np.int64)
+        first = np.frombuffer(self.first, dtype=np.int64)
+        order = np.lexsort((first, start))
+        if bool((order[1:] > order[:-1]).all()):
+            return
+        # Conversation ``order[k] + 1`` becomes ``k + 1``. Each row is read and written once,
+        # so the two numberings may overlap.
+        del start, first
+        new_number = np.empty(len(order), dtype=np.int64)
+        new_number[order] = np.arange(1, len(order) + 1)
+        with db.transaction(self.conn):
+            self.conn.execute(
+                "CREATE TEMP TABLE build_numbers (old INTEGER PRIMARY KEY, new INTEGER NOT NULL)"
             )
-        with db.transaction(conn):
-            db.insert_rows(
-                conn,
-                "INSERT INTO links (build_id, msg_id, parent_id, conversation_id, reason,"
-                " confidence, rejected)",
-                rows,
-            )
-        _progress(on_progress, "write", min(start + write_batch, len(links)), len(links))
-    report.answers_applied = reasons.get("agent", 0)
+            try:
+                db.insert_rows(
+                    self.conn,
+                    "INSERT INTO temp.build_numbers (old, new)",
+                    list(zip(range(1, len(order) + 1), new_number.tolist(), strict=True)),
+                )
+                self.conn.execute(
+                    "UPDATE links SET conversation_id = (SELECT new FROM temp.build_numbers"
+                    " WHERE old = links.conversation_id) WHERE build_id = ?",
+                    (self.build_id,),
+                )
+            finally:
+                self.conn.execute("DROP TABLE temp.build_numbers")
+        taken = order.tolist()
+        for column in ("first", "start", "last", "end", "size"):
+            old = getattr(self, column)
+            setattr(self, column, array("q", [old[k] for k in taken]))
 
 
 def _write_chunks(
@@ -549,20 +647,20 @@ def _write_chunks(
     account: str,
     chat_id: int,
     build_id: int,
-    links: LinkColumns,
-    number: np.ndarray,
+    links: _LinkWriter,
     report: BuildReport,
 ) -> tuple[array[int], _Reused]:
     """Write the ``conversations`` rows, insert the chunks the previous build lacks, and
     note the others for the publish step to move.
 
-    Conversations are read back from ingest a batch at a time (about ``WRITE_BATCH``
-    messages), in order of their first message, and their rows and new chunks inserted
-    ``WRITE_BATCH`` at a time. The previous build's chunks are looked up a batch at a time
-    too: nothing of either build is held whole, only the ids of the new and the kept chunks.
+    Conversations are read back a batch at a time (about ``WRITE_BATCH`` messages), in order
+    of their first message: their members from the build's links, their messages from
+    ingest. Their rows and new chunks are inserted ``WRITE_BATCH`` at a time. The previous
+    build's chunks are looked up a batch at a time too: nothing of either build is held
+    whole, only the ids of the new and the kept chunks.
     """
     reused = _Reused(conn, account, chat_id, report.previous_build_id)
-    repeats: dict[tuple[int, str], int] = {}
+    repeats: Repeats = {}
     new: list[ChunkUnit] = []
     rows: list[tuple[object, ...]] = []
     fresh = array("q")
@@ -581,24 +679,29 @@ def _write_chunks(
         rows.clear()
         new.clear()
 
-    # Each conversation's links, in chronological order: ``members[bounds[c - 1]:bounds[c]]``.
-    members = np.argsort(number, kind="stable")
-    bounds = np.searchsorted(number[members], np.arange(1, report.conversations + 2)).tolist()
+    size = links.size
     conv = 1
     while conv <= report.conversations:
-        last = conv
-        while last < report.conversations and bounds[last] - bounds[conv - 1] < WRITE_BATCH:
+        last, taken = conv, size[conv - 1]
+        while last < report.conversations and taken < WRITE_BATCH:
+            taken += size[last]
             last += 1
-        base = bounds[conv - 1]
-        batch = members[base : bounds[last]].tolist()
-        loaded = loader.load_ids(conn, account, chat_id, (links.msg_id[k] for k in batch))
+        members: dict[int, list[int]] = {}
+        for msg_id, c in conn.execute(
+            "SELECT msg_id, conversation_id FROM links"
+            " WHERE build_id = ? AND conversation_id BETWEEN ? AND ?",
+            (build_id, conv, last),
+        ):
+            members.setdefault(c, []).append(msg_id)
+        loaded = loader.load_ids(conn, account, chat_id, chain.from_iterable(members.values()))
         made: list[ChunkUnit] = []
         for c in range(conv, last + 1):
-            at = batch[bounds[c - 1] - base : bounds[c] - base]
             # A message ingest dropped since the links were made leaves its conversation's
             # text; the drop queues a new build.
-            seq = [m for m in (loaded.get(links.msg_id[k]) for k in at) if m is not None]
-            rows.append(_conversation_row(build_id, c, links, at, seq))
+            seq = sorted(
+                (m for m in map(loaded.get, members.get(c, ())) if m is not None), key=chrono_key
+            )
+            rows.append(_conversation_row(build_id, c, links, seq))
             if seq:
                 made += _chunk_units(seq, repeats)
         report.chunks += len(made)

@@ -47,6 +47,7 @@ __all__ = [
 WINDOW = 50
 OVERLAP_ROWS = 2048
 PACE_GAPS = 50
+_PACE_SLICE = 1 << 16
 INTERACTION_WINDOW = 100
 EVICT_EVERY = 4096
 """Decisions between two passes in which ``DynamicState`` drops what no candidate can reach."""
@@ -146,10 +147,14 @@ class StemTable:
 
     __slots__ = ("_ids_at", "_off_at", "ids", "off", "vocab")
 
-    def __init__(self, vocab: Sequence[str], ids: np.ndarray, off: np.ndarray) -> None:
+    def __init__(
+        self, vocab: Sequence[str], ids: np.ndarray | array[int], off: np.ndarray | array[int]
+    ) -> None:
+        """``ids`` and ``off`` given as an ``array`` (``"i"`` and ``"q"``) are held as they
+        are, not copied."""
         self.vocab = vocab
-        self._ids_at, self.ids = _held_once(ids.astype(np.int32, copy=False), "i")
-        self._off_at, self.off = _held_once(off.astype(np.int64, copy=False), "q")
+        self._ids_at, self.ids = _held(ids, np.int32, "i")
+        self._off_at, self.off = _held(off, np.int64, "q")
 
     def of(self, k: int) -> tuple[str, ...]:
         """Message ``k``'s stems, in the order they were listed (which fixes the order a set
@@ -225,12 +230,12 @@ class TopicColumns:
     """What the features read of a topic's messages (see ``Analysed``), a column each: a
     topic streamed from the store never holds a tuple per message."""
 
-    author: np.ndarray  # int64
+    author: np.ndarray | array[int]  # numbers in the topic; an "i" array is held as it is
     date: array[int]  # "q": unix seconds
     addressed: NameSlots  # ADDRESS_SLOTS wide
     mentioned: NameSlots  # MENTION_SLOTS wide
     question: np.ndarray  # bool
-    length: np.ndarray  # int64
+    length: np.ndarray  # integers
     stems: StemTable
 
     @property
@@ -268,12 +273,15 @@ def columns_of(msgs: Sequence[Analysed], known: frozenset[str]) -> TopicColumns:
 def _prev_next_same(author: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Index of each message's previous and next message by the same author (-1 / n: none)."""
     n = len(author)
-    prev = np.full(n, _NONE, dtype=np.int64)
-    nxt = np.full(n, n, dtype=np.int64)
-    order = np.lexsort((np.arange(n), author))
-    same = author[order[1:]] == author[order[:-1]]
-    prev[order[1:][same]] = order[:-1][same]
-    nxt[order[:-1][same]] = order[1:][same]
+    prev = np.full(n, _NONE, dtype=np.int32)
+    nxt = np.full(n, n, dtype=np.int32)
+    order = np.argsort(author, kind="stable")  # by author, then by position
+    by_author = author[order]
+    same = by_author[1:] == by_author[:-1]
+    del by_author
+    later, earlier = order[1:][same], order[:-1][same]
+    prev[later] = earlier
+    nxt[earlier] = later
     return prev, nxt
 
 
@@ -297,12 +305,20 @@ def _pace(date: np.ndarray) -> np.ndarray:
     every few hours."""
     n = len(date)
     log_gap = np.zeros(n)
-    log_gap[1:] = np.log1p(np.maximum(np.diff(date), 0.0))
-    cum = np.concatenate(([0.0], np.cumsum(log_gap)))
-    i = np.arange(n)
-    lo = np.minimum(np.maximum(1, i - PACE_GAPS), i)
-    count = i - lo
-    return np.where(count > 0, (cum[i] - cum[lo]) / np.maximum(count, 1), 0.0)
+    if n > 1:
+        np.log1p(np.maximum(np.diff(date), 0.0), out=log_gap[1:])
+    cum = np.zeros(n + 1)
+    np.cumsum(log_gap, out=cum[1:])
+    del log_gap
+    # The means a slice at a time: over the whole topic, the index columns and the
+    # intermediate sums took about 60 bytes a message at once.
+    out = np.empty(n)
+    for a in range(0, n, _PACE_SLICE):
+        i = np.arange(a, min(a + _PACE_SLICE, n))
+        lo = np.minimum(np.maximum(1, i - PACE_GAPS), i)
+        count = i - lo
+        out[a : a + len(i)] = np.where(count > 0, (cum[i] - cum[lo]) / np.maximum(count, 1), 0.0)
+    return out
 
 
 def _overlaps(
@@ -412,16 +428,16 @@ class TopicArrays:
         # Held once each, as an ``array`` the dynamic state looks single values up in and a
         # numpy view of it the blocks read.
         # Numbers of authors and positions fit 32 bits; times and sums stay 64.
-        self.author_at, self.author = _held_once(cols.author.astype(np.int32), "i")
+        self.author_at, self.author = _held(cols.author, np.int32, "i")
         # The topic's own column of times, not a copy: whole seconds, whose differences are
         # the same floats as before whether taken as integers or as floats.
         self.date_at = cols.date
         self.date = np.frombuffer(cols.date, dtype=np.int64)
         self.question = cols.question.astype(bool)
         self.log_length = np.log1p(cols.length.astype(np.float64))
-        prev_same, next_same = _prev_next_same(self.author)
-        self.next_same = next_same.astype(np.int32)
-        self.prev_same_at, self.prev_same = _held_once(prev_same.astype(np.int32), "i")
+        prev_same, self.next_same = _prev_next_same(self.author)
+        self.prev_same_at, self.prev_same = _held_once(prev_same, "i")
+        del prev_same
         self.stems = cols.stems
         ranks, self._weights = _ranked(self.informative)
         # Each stem number's rank in name order.
@@ -458,9 +474,26 @@ class TopicArrays:
 
 
 def _held_once(values: np.ndarray, code: str) -> tuple[array[Any], np.ndarray]:
-    """``values`` as an ``array`` of type ``code`` and a numpy view of the same memory."""
-    held = array(code, values.tobytes())
+    """``values`` as an ``array`` of type ``code`` and a numpy view of the same memory (one
+    copy, straight from the numpy buffer)."""
+    held = array(code)
+    held.frombytes(raw_bytes(values))
     return held, np.frombuffer(held, dtype=values.dtype)
+
+
+def raw_bytes(values: np.ndarray) -> memoryview:
+    """The bytes of ``values`` (made contiguous) as a buffer ``array.frombytes`` takes, which
+    refuses a numpy array itself: no copy, where ``tobytes`` makes one."""
+    return memoryview(np.ascontiguousarray(values).view(np.uint8))  # type: ignore[arg-type]
+
+
+def _held(
+    values: np.ndarray | array[int], dtype: type[np.generic], code: str
+) -> tuple[array[Any], np.ndarray]:
+    """``_held_once`` of ``values`` as ``dtype``; an ``array`` of type ``code`` is kept."""
+    if isinstance(values, array) and values.typecode == code:
+        return values, np.frombuffer(values, dtype=dtype)
+    return _held_once(np.asarray(values).astype(dtype, copy=False), code)
 
 
 def _names_any(

@@ -8,9 +8,11 @@ comes and kept as a few numbers in its topic's columns (``StreamTopic``): its id
 date, author, who it names, and its stems as numbers into one vocabulary of the chat.
 
 Then the idf of the chat's stems, the informative ones kept, and each topic scored from its
-columns. The links come back as columns too (``LinkColumns``), in chronological order. They are
-the links ``build_links`` makes with the same scorer, field for field (a test pins it): the
-same analysis, the same stems in the same order, the same features.
+columns. Each link goes to a ``LinkSink`` as it is made, with the conversation its parent is
+in: a build writes them to its store as they come (``builds``), and ``link_chat`` gathers them
+as columns (``LinkColumns``) in chronological order. They are the links ``build_links`` makes
+with the same scorer, field for field (a test pins it): the same analysis, the same stems in
+the same order, the same features.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import math
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -32,6 +34,7 @@ from chatseek_unitize.linkfeatures import (
     StemTable,
     TopicColumns,
     least_informative,
+    raw_bytes,
 )
 from chatseek_unitize.linking import (
     PROBABILITY_PLACES,
@@ -48,7 +51,7 @@ from chatseek_unitize.linking import (
 )
 from chatseek_unitize.model import Msg
 
-__all__ = ["REASONS", "LinkColumns", "StreamTopic", "link_chat"]
+__all__ = ["REASONS", "LinkColumns", "LinkSink", "StreamTopic", "link_chat", "stream_links"]
 
 REASONS: tuple[LinkReason, ...] = (
     "album",
@@ -61,6 +64,7 @@ REASONS: tuple[LinkReason, ...] = (
 )
 _REASON = {r: k for k, r in enumerate(REASONS)}
 _COUNT_SLICE = 1 << 20
+_CUT_MESSAGES = 1 << 16
 NO_ID = -(2**63)
 """Stands for "none" in an id column (no parent, no reply target)."""
 PROBABILITY_UNITS: int = 10**PROBABILITY_PLACES
@@ -78,6 +82,33 @@ def _units(p: float) -> int:
             f"a link's probability must be in [0, 1] with {PROBABILITY_PLACES} places, not {p!r}."
         )
     return units
+
+
+class LinkSink(Protocol):
+    """Where ``stream_links`` puts the links of a chat as it makes them: topic by topic, each
+    topic's links in chronological order."""
+
+    def expect(self, total: int) -> None:
+        """Called once before any link: ``total`` links follow."""
+        ...
+
+    def add(
+        self,
+        msg_id: int,
+        date: int,
+        parent_id: int | None,
+        reason: LinkReason,
+        confidence: float,
+        rejected: Sequence[tuple[int, float]] = (),
+        joins: int = 0,
+    ) -> int:
+        """Take one link; ``joins`` is the number this sink gave the conversation of its
+        parent (0: the link starts a conversation). Returns the number of its conversation.
+
+        Raises:
+            InvalidValue: a link a build would not make (see ``LinkColumns.add``).
+        """
+        ...
 
 
 @dataclass
@@ -112,8 +143,11 @@ class LinkColumns:
         reason: LinkReason,
         confidence: float,
         rejected: Sequence[tuple[int, float]] = (),
-    ) -> None:
-        """Append one link.
+        joins: int = 0,
+    ) -> int:
+        """Append one link (``LinkSink.add``; the columns number conversations when they are
+        whole, in ``conversations``, so ``joins`` is not needed and the link's position, from
+        1, is returned).
 
         Raises:
             InvalidValue: more rejected options than a build keeps (``REJECTED_KEPT``), or a
@@ -134,6 +168,10 @@ class LinkColumns:
         self.rejected.append(kept)
         self.rejected_id.extend([msg for msg, _ in rejected])
         self.rejected_p.extend(rejected_units)
+        return len(self.msg_id)
+
+    def expect(self, total: int) -> None:
+        """``LinkSink.expect``: nothing to do."""
 
     def confidence(self, k: int) -> float:
         """Link ``k``'s confidence."""
@@ -218,12 +256,12 @@ class StreamTopic:
         self.dates = array("q")
         self.reply = array("q")
         self.album = bytearray()  # 1: the same album as the message before
-        self.author = array("q")
+        self.author = array("i")  # by message: its author's number in the topic
         self.numbers: dict[int | str, int] = {}
         # The names and lead of the messages that name somebody in the topic (most do not).
         self.named: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self.question = bytearray()
-        self.length = array("q")
+        self.length = array("i")
         self.stem_ids = array("i")
         self.stem_off = array("q", [0])
         self._group: int | None = None
@@ -264,17 +302,26 @@ class StreamTopic:
 
     def cut_stems(self, keep: np.ndarray, renumber: np.ndarray, vocab: Sequence[str]) -> None:
         """Keep only the stems ``keep`` marks (by old number), renumbered by ``renumber``
-        into ``vocab``; each message keeps its stems' order."""
+        into ``vocab``; each message keeps its stems' order.
+
+        The cut goes ``_CUT_MESSAGES`` messages at a time into the table's own columns: whole,
+        its masks, counts and copies took more than 100 bytes a message at once.
+        """
         ids = np.frombuffer(self.stem_ids, dtype=np.int32)
-        mask = keep[ids]
-        kept_before = np.zeros(len(ids) + 1, dtype=np.int32)
-        np.cumsum(mask, dtype=np.int32, out=kept_before[1:])
-        off = kept_before[np.frombuffer(self.stem_off, dtype=np.int64)].astype(np.int64)
-        del kept_before
-        self._stems = StemTable(vocab, renumber[ids[mask]], off)
-        del ids
-        self.stem_ids = array("i")
-        self.stem_off = array("q")
+        old_off = np.frombuffer(self.stem_off, dtype=np.int64)
+        kept, off = array("i"), array("q", [0])
+        n = len(old_off) - 1
+        for a in range(0, n, _CUT_MESSAGES):
+            b = min(a + _CUT_MESSAGES, n)
+            lo, hi = int(old_off[a]), int(old_off[b])
+            mask = keep[ids[lo:hi]]
+            kept_before = np.zeros(hi - lo + 1, dtype=np.int64)
+            np.cumsum(mask, out=kept_before[1:])
+            off.frombytes(raw_bytes(kept_before[old_off[a + 1 : b + 1] - lo] + len(kept)))
+            kept.frombytes(raw_bytes(renumber[ids[lo:hi][mask]].astype(np.int32, copy=False)))
+        del ids, old_off
+        self.stem_ids, self.stem_off = array("i"), array("q")
+        self._stems = StemTable(vocab, kept, off)
 
     def columns(self) -> TopicColumns:
         """The topic as the features read it (after ``cut_stems``), once: the names each
@@ -292,14 +339,14 @@ class StreamTopic:
         del to_of
         self._senders = set()
         author, question, length = self.author, self.question, self.length
-        self.author, self.question, self.length = array("q"), bytearray(), array("q")
+        self.author, self.question, self.length = array("i"), bytearray(), array("i")
         return TopicColumns(
-            author=np.frombuffer(author, dtype=np.int64).copy(),
+            author=author,
             date=self.dates,
             addressed=addressed,
             mentioned=mentioned,
             question=np.frombuffer(question, dtype=np.uint8).astype(bool),
-            length=np.frombuffer(length, dtype=np.int64).copy(),
+            length=np.frombuffer(length, dtype=np.int32),
             stems=self._stems,
         )
 
@@ -358,13 +405,14 @@ def _idf(topics: Iterable[StreamTopic], vocab_size: int) -> np.ndarray:
     return np.asarray([math.log((total + 1) / (n + 1)) for n in df.tolist()], dtype=np.float64)
 
 
-def link_chat(
+def stream_links(
     msgs: Iterable[Msg],
     *,
     senders: Iterable[tuple[int | None, str]],
     agent_answers: Mapping[int, int | None] | None = None,
     scorer: LearnedScorer,
-) -> LinkColumns:
+    out: LinkSink,
+) -> None:
     """``linking.build_links`` with the learned scorer, reading the chat once, as a stream.
 
     Args:
@@ -373,9 +421,7 @@ def link_chat(
             analysis looks for are theirs. Forms of a sender who has no linkable message in a
             topic are let go when its names are resolved, as ``LinkContext`` never has them.
         agent_answers: ``{msg_id: parent id or None}``, already filtered for staleness.
-
-    Returns:
-        The links, in chronological order.
+        out: Where the links go, topic by topic (see ``LinkSink``).
     """
     answers = agent_answers or {}
     with collector_paused(), one_blas_thread():
@@ -404,10 +450,22 @@ def link_chat(
         idf_kept = dict(zip(kept_words, idf[kept].tolist(), strict=True))
         for t in topics.values():
             t.cut_stems(keep, renumber, kept_words)
-        links = LinkColumns()
+        out.expect(sum(map(len, topics.values())))
         for key in list(topics):
-            _link_topic(topics.pop(key), idf_kept, answers, scorer, links)
-        return links.in_chrono_order()
+            _link_topic(topics.pop(key), idf_kept, answers, scorer, out)
+
+
+def link_chat(
+    msgs: Iterable[Msg],
+    *,
+    senders: Iterable[tuple[int | None, str]],
+    agent_answers: Mapping[int, int | None] | None = None,
+    scorer: LearnedScorer,
+) -> LinkColumns:
+    """``stream_links`` into columns: the links, in chronological order."""
+    links = LinkColumns()
+    stream_links(msgs, senders=senders, agent_answers=agent_answers, scorer=scorer, out=links)
+    return links.in_chrono_order()
 
 
 def _link_topic(
@@ -415,23 +473,39 @@ def _link_topic(
     idf: Mapping[str, float],
     answers: Mapping[int, int | None],
     scorer: LearnedScorer,
-    out: LinkColumns,
+    out: LinkSink,
 ) -> None:
     t.idf = idf
     n = len(t)
     t.scored = bytearray(t.fixed(i, answers) is None for i in range(n))
     scorer.prepare(t)
-    ids, dates = t.ids, t.dates
+    ids, dates, parent = t.ids, t.dates, t.parent
+    # Each message's conversation, as ``out`` numbers them; a parent is always in the topic.
+    conv = array("i")
     for i in range(n):
         fixed = t.fixed(i, answers)
         if fixed is not None:
             parent_id, reason = fixed
-            out.add(ids[i], dates[i], parent_id, reason, 1.0)
             at = None if parent_id is None else t.index_of(parent_id)
-            t.parent.append(-1 if at is None else at)
+            joins = 0 if at is None else conv[at]
+            conv.append(out.add(ids[i], dates[i], parent_id, reason, 1.0, (), joins))
+            parent.append(-1 if at is None else at)
             continue
         choice = scorer.choose(t, i)
-        parent_id = None if choice.parent is None else ids[choice.parent]
-        out.add(ids[i], dates[i], parent_id, choice.reason, choice.confidence, choice.rejected)
-        t.parent.append(-1 if choice.parent is None else choice.parent)
+        if choice.parent is None:
+            parent_id, joins = None, 0
+        else:
+            parent_id, joins = ids[choice.parent], conv[choice.parent]
+        conv.append(
+            out.add(
+                ids[i],
+                dates[i],
+                parent_id,
+                choice.reason,
+                choice.confidence,
+                choice.rejected,
+                joins,
+            )
+        )
+        parent.append(-1 if choice.parent is None else choice.parent)
     scorer.inputs = None
