@@ -18,11 +18,12 @@ from helpers_unitize import ACCOUNT, GROUP, Stores, make_stores, msg
 
 from chatseek_core import db
 from chatseek_core.errors import ChatNotFound, IndexNotReady
-from chatseek_unitize import builds, loader, readers
+from chatseek_unitize import builds, linkstream, loader, readers, spill
 from chatseek_unitize.batches import answer_batch, batch_status, valid_answers
 from chatseek_unitize.builds import build_chat, build_chats, discard_unfinished
 from chatseek_unitize.linking import LearnedScorer, RuleScorer
 from chatseek_unitize.linkstream import NO_ID, REASONS, link_chat
+from chatseek_unitize.spill import Spill
 
 KILL_WAIT_S = 120.0
 
@@ -105,8 +106,9 @@ def test_a_build_publishes_links_conversations_and_chunks(stores: Stores) -> Non
     assert sorted(stores.unit_events(head)) == sorted((u, "upsert") for u in chunks)
 
 
+@pytest.mark.parametrize("spilled", [False, True])
 def test_a_learned_build_writes_the_links_and_conversations_the_streamed_reference_makes(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spilled: bool
 ) -> None:
     # Two forum topics interleaved in time: a build links them one after the other, so its
     # conversations are numbered again by their first message when it ends.
@@ -139,8 +141,27 @@ def test_a_learned_build_writes_the_links_and_conversations_the_streamed_referen
             scorer=LearnedScorer(),
         )
         number, count = reference.conversations()
+        if spilled:  # every column of the build in a file beside the store
+            monkeypatch.setattr(spill, "SPILL_BYTES", 8)
+            monkeypatch.setattr(linkstream, "RELEASE_EVERY", 5)
+            monkeypatch.setattr(linkstream, "_FLUSH_MESSAGES", 3)
+            made = builds.spill_beside
+
+            def counted(conn: sqlean.Connection) -> Spill:
+                out = made(conn)
+                spills.append(out)
+                return out
+
+            spills: list[Spill] = []
+            monkeypatch.setattr(builds, "spill_beside", counted)
+        before = sorted(os.listdir(tmp_path / "data"))
 
         report = build_chat(conn, ACCOUNT, GROUP, LearnedScorer(), write_batch=7)
+
+        if spilled:
+            assert spills[0].directory == tmp_path / "data"
+            assert spills[0].files >= 20
+        assert sorted(os.listdir(tmp_path / "data")) == before  # no file left behind
 
         assert (report.messages, report.conversations) == (len(reference), count)
         rows = {

@@ -25,6 +25,7 @@ from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, astuple, dataclass, field, fields, replace
 from itertools import chain
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
@@ -46,6 +47,7 @@ from chatseek_unitize.linking import (
 )
 from chatseek_unitize.linkstream import LinkSink, stream_links
 from chatseek_unitize.model import RECIPE_VERSION, Msg
+from chatseek_unitize.spill import Col, Spill
 from chatseek_unitize.store import (
     StoredUnit,
     UnitWriter,
@@ -452,8 +454,9 @@ def _build(
     )
     try:
         _progress(on_progress, "link", 0, 0)
-        links = _LinkWriter(conn, build_id, report, on_progress, write_batch)
-        _links(conn, account, chat_id, answers.valid, scorer, links)
+        spill = spill_beside(conn)
+        links = _LinkWriter(conn, build_id, report, on_progress, write_batch, spill)
+        _links(conn, account, chat_id, answers.valid, scorer, links, spill)
         links.finish()
         fresh, reused = _write_chunks(conn, account, chat_id, build_id, links, report)
         _progress(on_progress, "chunk", report.chunks, report.chunks)
@@ -488,10 +491,11 @@ def _links(
     answers: dict[int, int | None],
     scorer: LinkScorer,
     out: LinkSink,
+    spill: Spill,
 ) -> None:
     """Make the chat's links into ``out``. The shipped learned scorer reads the chat as a
-    stream and holds a few numbers a message; any other scorer reads a ``LinkContext``,
-    which holds the chat."""
+    stream and holds a few numbers a message, a big topic's in ``spill``; any other scorer
+    reads a ``LinkContext``, which holds the chat."""
     if type(scorer) is LearnedScorer:
         stream_links(
             loader.iter_chat(conn, account, chat_id),
@@ -499,6 +503,7 @@ def _links(
             agent_answers=answers,
             scorer=scorer,
             out=out,
+            spill=spill,
         )
         return
     msgs = loader.load_chat(conn, account, chat_id)
@@ -538,18 +543,36 @@ class _LinkWriter:
         report: BuildReport,
         on_progress: Progress | None,
         write_batch: int,
+        spill: Spill | None = None,
     ) -> None:
         self.conn, self.build_id, self.report = conn, build_id, report
         self.on_progress, self.write_batch = on_progress, write_batch
+        self.spill = spill if spill is not None else Spill(None)
         self.total = 0
         self.rows: list[tuple[object, ...]] = []
-        # By conversation number - 1: first and last message, their dates, and the size.
-        self.first, self.start = array("q"), array("q")
-        self.last, self.end = array("q"), array("q")
-        self.size = array("q")
+        # By conversation number - 1: first and last message, their dates, and the size;
+        # room for as many conversations as links (``expect``), ``count`` of them made.
+        self.count = 0
+        self.first: Col = array("q")
+        self.start: Col = array("q")
+        self.last: Col = array("q")
+        self.end: Col = array("q")
+        self.size: Col = array("q")
 
     def expect(self, total: int) -> None:
         self.total += total
+        self._room(self.total)
+
+    def _room(self, n: int) -> None:
+        """Make the five columns ``n`` long, keeping the conversations made so far."""
+        for column in _EXTENT_COLUMNS:
+            old = getattr(self, column)
+            if len(old) == n:
+                continue
+            new = self.spill.filled(n, "q")
+            kept = min(self.count, n)
+            np.frombuffer(new, dtype=np.int64)[:kept] = np.frombuffer(old, dtype=np.int64)[:kept]
+            setattr(self, column, new)
 
     def add(
         self,
@@ -562,12 +585,13 @@ class _LinkWriter:
         joins: int = 0,
     ) -> int:
         if joins == 0:
-            self.first.append(msg_id)
-            self.start.append(date)
-            self.last.append(msg_id)
-            self.end.append(date)
-            self.size.append(1)
-            conv = len(self.size)
+            k = self.count
+            if k == len(self.size):  # more links than ``expect`` announced
+                self._room(2 * k + 1)
+            self.first[k] = self.last[k] = msg_id
+            self.start[k] = self.end[k] = date
+            self.size[k] = 1
+            self.count = conv = k + 1
         else:
             conv, k = joins, joins - 1
             # A conversation's links come in chronological order.
@@ -607,10 +631,10 @@ class _LinkWriter:
     def finish(self) -> None:
         """Write the last links and number the conversations by their first message."""
         self._flush()
-        self.report.conversations = len(self.size)
+        count = self.report.conversations = self.count
         self.report.answers_applied = self.report.reasons.get("agent", 0)
-        start = np.frombuffer(self.start, dtype=np.int64)
-        first = np.frombuffer(self.first, dtype=np.int64)
+        start = np.frombuffer(self.start, dtype=np.int64)[:count]
+        first = np.frombuffer(self.first, dtype=np.int64)[:count]
         order = np.lexsort((first, start))
         if bool((order[1:] > order[:-1]).all()):
             return
@@ -636,10 +660,24 @@ class _LinkWriter:
                 )
             finally:
                 self.conn.execute("DROP TABLE temp.build_numbers")
-        taken = order.tolist()
-        for column in ("first", "start", "last", "end", "size"):
-            old = getattr(self, column)
-            setattr(self, column, array("q", [old[k] for k in taken]))
+        for column in _EXTENT_COLUMNS:
+            old = np.frombuffer(getattr(self, column), dtype=np.int64)[:count]
+            new = self.spill.filled(count, "q")
+            np.frombuffer(new, dtype=np.int64)[:] = old[order]
+            del old
+            setattr(self, column, new)
+
+
+_EXTENT_COLUMNS = ("first", "start", "last", "end", "size")
+
+
+def spill_beside(conn: Connection) -> Spill:
+    """Where a build of ``conn``'s store keeps its big columns: files in the store's own
+    directory (the heap for a store without a file)."""
+    for _seq, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main" and file:
+            return Spill(Path(file).parent)
+    return Spill(None)
 
 
 def _write_chunks(

@@ -24,6 +24,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from chatseek_unitize.spill import Col, Spill
+
 __all__ = [
     "DYNAMIC_FEATURES",
     "MESSAGE_FEATURES",
@@ -147,9 +149,7 @@ class StemTable:
 
     __slots__ = ("_ids_at", "_off_at", "ids", "off", "vocab")
 
-    def __init__(
-        self, vocab: Sequence[str], ids: np.ndarray | array[int], off: np.ndarray | array[int]
-    ) -> None:
+    def __init__(self, vocab: Sequence[str], ids: np.ndarray | Col, off: np.ndarray | Col) -> None:
         """``ids`` and ``off`` given as an ``array`` (``"i"`` and ``"q"``) are held as they
         are, not copied."""
         self.vocab = vocab
@@ -230,13 +230,16 @@ class TopicColumns:
     """What the features read of a topic's messages (see ``Analysed``), a column each: a
     topic streamed from the store never holds a tuple per message."""
 
-    author: np.ndarray | array[int]  # numbers in the topic; an "i" array is held as it is
-    date: array[int]  # "q": unix seconds
+    # Numbers in the topic; an "i" array (or mapped column) is held as it is.
+    author: np.ndarray | Col
+    date: Col  # "q": unix seconds
     addressed: NameSlots  # ADDRESS_SLOTS wide
     mentioned: NameSlots  # MENTION_SLOTS wide
     question: np.ndarray  # bool
     length: np.ndarray  # integers
     stems: StemTable
+    # Where the scorer's own per-message arrays go (``spill``); the heap when None.
+    spill: Spill | None = None
 
     @property
     def n(self) -> int:
@@ -270,18 +273,43 @@ def columns_of(msgs: Sequence[Analysed], known: frozenset[str]) -> TopicColumns:
     )
 
 
-def _prev_next_same(author: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Index of each message's previous and next message by the same author (-1 / n: none)."""
+def _prev_next_same(
+    author: np.ndarray, prev: np.ndarray | None = None, nxt: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Index of each message's previous and next message by the same author (-1 / n: none),
+    into ``prev`` and ``nxt`` (int32, made when None).
+
+    A slice of ``_PACE_SLICE`` messages at a time, the last message of each author carried
+    from slice to slice: over the whole topic, the sort's order and its copies took about 20
+    bytes a message at once.
+    """
     n = len(author)
-    prev = np.full(n, _NONE, dtype=np.int32)
-    nxt = np.full(n, n, dtype=np.int32)
-    order = np.argsort(author, kind="stable")  # by author, then by position
-    by_author = author[order]
-    same = by_author[1:] == by_author[:-1]
-    del by_author
-    later, earlier = order[1:][same], order[:-1][same]
-    prev[later] = earlier
-    nxt[earlier] = later
+    if prev is None:
+        prev = np.empty(n, dtype=np.int32)
+    if nxt is None:
+        nxt = np.empty(n, dtype=np.int32)
+    if n and (int(author.min()) < 0 or int(author.max()) > 4 * n):
+        author = np.unique(author, return_inverse=True)[1]  # the same equalities, small
+    last = np.full(int(author.max()) + 1 if n else 0, _NONE, dtype=np.int32)
+    for a in range(0, n, _PACE_SLICE):
+        b = min(a + _PACE_SLICE, n)
+        part = author[a:b]
+        order = np.argsort(part, kind="stable")  # by author, then by position
+        by_author = part[order]
+        same = by_author[1:] == by_author[:-1]
+        prev[a:b] = _NONE
+        nxt[a:b] = n
+        later, earlier = order[1:][same] + a, order[:-1][same] + a
+        prev[later] = earlier
+        nxt[earlier] = later
+        starts = np.concatenate(([True], ~same))
+        firsts, first_authors = order[starts] + a, by_author[starts]
+        before = last[first_authors]
+        prev[firsts] = before
+        carried = before != _NONE
+        nxt[before[carried]] = firsts[carried]
+        ends = np.concatenate((~same, [True]))
+        last[by_author[ends]] = order[ends] + a
     return prev, nxt
 
 
@@ -298,26 +326,42 @@ def least_informative(top: float) -> float:
     return min(OVERLAP_MIN_IDF, top - math.log(1.5) - 1e-9)
 
 
-def _pace(date: np.ndarray) -> np.ndarray:
+def _pace(date: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The chat's local pace before each message: the mean log gap of the ``PACE_GAPS``
     gaps between the messages before it (0 with none). Time features are log gaps minus it,
     so a pause means the same in a chat that speaks every few seconds and in one that speaks
-    every few hours."""
+    every few hours. Written into ``out`` (float64, made when None).
+
+    A slice at a time: over the whole topic, the log gaps, their running sums and the index
+    columns took about 80 bytes a message at once. The running sum is carried from slice to
+    slice, with the ``PACE_GAPS`` sums before each, and adds the gaps in the same order as one
+    sum over the topic would, so the means are the same floats.
+    """
     n = len(date)
-    log_gap = np.zeros(n)
-    if n > 1:
-        np.log1p(np.maximum(np.diff(date), 0.0), out=log_gap[1:])
-    cum = np.zeros(n + 1)
-    np.cumsum(log_gap, out=cum[1:])
-    del log_gap
-    # The means a slice at a time: over the whole topic, the index columns and the
-    # intermediate sums took about 60 bytes a message at once.
-    out = np.empty(n)
+    if out is None:
+        out = np.empty(n)
+    # cum[k] - the sum of the first k log gaps - for k in first..a+len, where first = a - PACE_GAPS.
+    tail = np.zeros(1)
+    first = 0
     for a in range(0, n, _PACE_SLICE):
-        i = np.arange(a, min(a + _PACE_SLICE, n))
+        b = min(a + _PACE_SLICE, n)
+        log_gap = np.zeros(b - a)
+        lo_date = max(a - 1, 0)
+        if b > 1:
+            gaps = np.log1p(np.maximum(np.diff(date[lo_date:b]), 0.0))
+            log_gap[b - a - len(gaps) :] = gaps
+        sums = np.empty(len(log_gap) + 1)
+        np.cumsum(np.concatenate((tail[-1:], log_gap)), out=sums)
+        cum = np.concatenate((tail[:-1], sums))  # cum[k - first] for k in first..b
+        i = np.arange(a, b)
         lo = np.minimum(np.maximum(1, i - PACE_GAPS), i)
         count = i - lo
-        out[a : a + len(i)] = np.where(count > 0, (cum[i] - cum[lo]) / np.maximum(count, 1), 0.0)
+        out[a:b] = np.where(
+            count > 0, (cum[i - first] - cum[lo - first]) / np.maximum(count, 1), 0.0
+        )
+        keep_from = max(b - PACE_GAPS, 0)
+        tail = cum[keep_from - first :]
+        first = keep_from
     return out
 
 
@@ -425,19 +469,27 @@ class TopicArrays:
         )
         n = cols.n
         self.n = n
-        # Held once each, as an ``array`` the dynamic state looks single values up in and a
-        # numpy view of it the blocks read.
+        spill = cols.spill if cols.spill is not None else Spill(None)
+        self.spill = spill
+        # Held once each, as an ``array`` (or mapped column) the dynamic state looks single
+        # values up in and a numpy view of it the blocks read.
         # Numbers of authors and positions fit 32 bits; times and sums stay 64.
         self.author_at, self.author = _held(cols.author, np.int32, "i")
         # The topic's own column of times, not a copy: whole seconds, whose differences are
         # the same floats as before whether taken as integers or as floats.
         self.date_at = cols.date
         self.date = np.frombuffer(cols.date, dtype=np.int64)
-        self.question = cols.question.astype(bool)
-        self.log_length = np.log1p(cols.length.astype(np.float64))
-        prev_same, self.next_same = _prev_next_same(self.author)
-        self.prev_same_at, self.prev_same = _held_once(prev_same, "i")
-        del prev_same
+        self.question = np.asarray(cols.question, dtype=bool)
+        self.log_length = spill.zeros(n, np.float64)
+        for a in range(0, n, _PACE_SLICE):
+            b = min(a + _PACE_SLICE, n)
+            np.log1p(cols.length[a:b].astype(np.float64), out=self.log_length[a:b])
+        spill.release()
+        prev_same, self.next_same = _prev_next_same(
+            self.author, spill.zeros(n, np.int32), spill.zeros(n, np.int32)
+        )
+        spill.release()
+        self.prev_same_at, self.prev_same = prev_same.data, prev_same
         self.stems = cols.stems
         ranks, self._weights = _ranked(self.informative)
         # Each stem number's rank in name order.
@@ -445,13 +497,16 @@ class TopicArrays:
             map(ranks.__getitem__, cols.stems.vocab), dtype=np.int64, count=len(cols.stems.vocab)
         )
         self._rows: OverlapRows | None = None
-        self.pace_at, self.pace = _held_once(_pace(self.date), "d")
+        self.pace = _pace(self.date, spill.zeros(n, np.float64))
+        self.pace_at = self.pace.data
+        spill.release()
         # Whom messages address and mention, held sparse; a block skips the name
         # comparisons of a slot no message near it fills.
         self.addressed = cols.addressed
         self.mentioned = cols.mentioned
-        self.has_address = np.zeros(n, dtype=bool)
+        self.has_address = spill.zeros(n, bool)
         self.has_address[cols.addressed.at[0]] = True
+        spill.release()
 
     def overlap_rows(self, lo: int, hi: int) -> OverlapRows:
         """The overlaps of a stretch holding messages ``lo..hi-1``.
@@ -487,11 +542,12 @@ def raw_bytes(values: np.ndarray) -> memoryview:
     return memoryview(np.ascontiguousarray(values).view(np.uint8))  # type: ignore[arg-type]
 
 
-def _held(
-    values: np.ndarray | array[int], dtype: type[np.generic], code: str
-) -> tuple[array[Any], np.ndarray]:
-    """``_held_once`` of ``values`` as ``dtype``; an ``array`` of type ``code`` is kept."""
-    if isinstance(values, array) and values.typecode == code:
+def _held(values: np.ndarray | Col, dtype: type[np.generic], code: str) -> tuple[Col, np.ndarray]:
+    """``_held_once`` of ``values`` as ``dtype``; an ``array`` of type ``code``, or a
+    ``memoryview`` of that format (a mapped column, ``spill``), is kept."""
+    if (isinstance(values, array) and values.typecode == code) or (
+        isinstance(values, memoryview) and values.format == code
+    ):
         return values, np.frombuffer(values, dtype=dtype)
     return _held_once(np.asarray(values).astype(dtype, copy=False), code)
 
@@ -673,13 +729,14 @@ class DynamicState:
         self.t = t
         # ``array`` columns, not lists: a lookup costs about the same, and a message takes 4
         # or 8 bytes a column instead of a pointer and, mostly, an int or float object.
-        self.parent = array("i", [_NONE]) * n
-        self.conv = array("i", [_NONE]) * n
-        self.replies = array("i", [0]) * n
+        filled = t.spill.filled
+        self.parent = filled(n, "i", _NONE)
+        self.conv = filled(n, "i", _NONE)
+        self.replies = filled(n, "i")
         # float32: the features are float32, and a float32 rounds to itself.
-        self.log_replies = array("f", [0.0]) * n
-        self.tail = array("i", [_NONE]) * n
-        self.size = array("i", [0]) * n
+        self.log_replies = filled(n, "f")
+        self.tail = filled(n, "i", _NONE)
+        self.size = filled(n, "i")
         self.author = t.author_at
         self.prev_same = t.prev_same_at
         # Who answered each message, for the messages somebody answered (most are not): one
@@ -694,7 +751,7 @@ class DynamicState:
         self.pace = t.pace_at
         self.conv_authors: dict[int, set[int]] = {}
         self.conv_stems: dict[int, set[str]] = {}
-        self.next_member = array("i", [_NONE]) * n
+        self.next_member = filled(n, "i", _NONE)
         self._last_stems: tuple[int, frozenset[str]] = (_NONE, frozenset())
         self._evict_at = EVICT_EVERY
 

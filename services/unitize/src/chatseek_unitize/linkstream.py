@@ -50,6 +50,7 @@ from chatseek_unitize.linking import (
     one_blas_thread,
 )
 from chatseek_unitize.model import Msg
+from chatseek_unitize.spill import RELEASE_EVERY, Col, Column, Spill
 
 __all__ = ["REASONS", "LinkColumns", "LinkSink", "StreamTopic", "link_chat", "stream_links"]
 
@@ -65,6 +66,7 @@ REASONS: tuple[LinkReason, ...] = (
 _REASON = {r: k for k, r in enumerate(REASONS)}
 _COUNT_SLICE = 1 << 20
 _CUT_MESSAGES = 1 << 16
+_FLUSH_MESSAGES = 1 << 13
 NO_ID = -(2**63)
 """Stands for "none" in an id column (no parent, no reply target)."""
 PROBABILITY_UNITS: int = 10**PROBABILITY_PLACES
@@ -247,36 +249,48 @@ class StreamTopic:
     Satisfies ``linking.ScoringContext`` once ``cut_stems`` has run.
     """
 
-    def __init__(self, known: frozenset[str]) -> None:
+    def __init__(self, known: frozenset[str], spill: Spill | None = None) -> None:
         self.known = known
+        self.spill = spill if spill is not None else Spill(None)
         # The name forms of each author of a linkable message (``LinkContext``'s).
         self.name_keys: dict[int | str, set[str]] = {}
         self._senders: set[tuple[int | str, str]] = set()
-        self.ids = array("q")
-        self.dates = array("q")
-        self.reply = array("q")
-        self.album = bytearray()  # 1: the same album as the message before
-        self.author = array("i")  # by message: its author's number in the topic
+        # While the topic is read, each column grows in a ``Column`` (its ``tail`` is the
+        # attribute); ``seal`` makes each attribute the whole column.
+        self._columns: dict[str, Column] = {}
+        self.ids = self._grow("ids", "q")
+        self.dates = self._grow("dates", "q")
+        self.reply = self._grow("reply", "q")
+        self.album = self._grow("album", "B")  # 1: the same album as the message before
+        self.author = self._grow("author", "i")  # by message: its author's number in the topic
         self.numbers: dict[int | str, int] = {}
         # The names and lead of the messages that name somebody in the topic (most do not).
         self.named: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
-        self.question = bytearray()
-        self.length = array("i")
-        self.stem_ids = array("i")
-        self.stem_off = array("q", [0])
+        self.question = self._grow("question", "B")
+        self.length = self._grow("length", "i")
+        self.stem_ids = self._grow("stem_ids", "i")
+        self.stem_off = self._grow("stem_off", "q")
+        self.stem_off.append(0)
+        self._count = 0
+        self._stem_count = 0
         self._group: int | None = None
         self.idf: Mapping[str, float] = {}
-        self.parent = array("i")  # by message: its parent's position, -1 for none
-        self.scored: bytearray = bytearray()
+        # By message: its parent's position, -1 for none (made whole when it is linked).
+        self.parent: Col = array("i")
+        self.scored: Col = array("B")
         self._stems: StemTable | None = None
         self._by_id: tuple[np.ndarray | None, np.ndarray] | None = None
 
+    def _grow(self, name: str, code: str) -> array[Any]:
+        column = self._columns[name] = self.spill.column(code)
+        return column.tail
+
     def __len__(self) -> int:
-        return len(self.ids)
+        return self._count
 
     def msg_id(self, k: int) -> int:
         """The id of message ``k``."""
-        return self.ids[k]
+        return int(self.ids[k])
 
     def add(self, m: Msg, author: int | str, vocab: dict[str, int]) -> None:
         """Analyse the next message of the topic (``chrono_key`` order); its stems are
@@ -285,20 +299,32 @@ class StreamTopic:
         if (author, m.sender_name) not in self._senders:
             self._senders.add((author, m.sender_name))
             self.name_keys.setdefault(author, set()).update(name_forms(m.sender_name))
+        k = self._count
         group = m.grouped_id
-        self.album.append(bool(self.ids) and group is not None and group == self._group)
+        self.album.append(k > 0 and group is not None and group == self._group)
         self._group = group
         self.ids.append(m.msg_id)
         self.dates.append(m.date)
         self.reply.append(NO_ID if m.reply_to is None else m.reply_to)
         self.author.append(self.numbers.setdefault(author, len(self.numbers)))
         if inf.names or inf.lead:
-            self.named[len(self.ids) - 1] = (inf.names, inf.lead)
+            self.named[k] = (inf.names, inf.lead)
         self.question.append(inf.question)
         self.length.append(inf.length)
         setdefault = vocab.setdefault
         self.stem_ids.extend([setdefault(s, len(vocab)) for s in inf.stems])
-        self.stem_off.append(len(self.stem_ids))
+        self._stem_count += len(inf.stems)
+        self.stem_off.append(self._stem_count)
+        self._count = k + 1
+        if self._count % _FLUSH_MESSAGES == 0:
+            for column in self._columns.values():
+                column.flush()
+
+    def seal(self) -> None:
+        """The topic is read: each column becomes whole (mapped from its file if it spilled)."""
+        for name, column in self._columns.items():
+            setattr(self, name, column.seal())
+        self._columns = {}
 
     def cut_stems(self, keep: np.ndarray, renumber: np.ndarray, vocab: Sequence[str]) -> None:
         """Keep only the stems ``keep`` marks (by old number), renumbered by ``renumber``
@@ -309,7 +335,10 @@ class StreamTopic:
         """
         ids = np.frombuffer(self.stem_ids, dtype=np.int32)
         old_off = np.frombuffer(self.stem_off, dtype=np.int64)
-        kept, off = array("i"), array("q", [0])
+        kept_column, off_column = self.spill.column("i"), self.spill.column("q")
+        kept, off = kept_column.tail, off_column.tail
+        off.append(0)
+        kept_count = 0
         n = len(old_off) - 1
         for a in range(0, n, _CUT_MESSAGES):
             b = min(a + _CUT_MESSAGES, n)
@@ -317,11 +346,15 @@ class StreamTopic:
             mask = keep[ids[lo:hi]]
             kept_before = np.zeros(hi - lo + 1, dtype=np.int64)
             np.cumsum(mask, out=kept_before[1:])
-            off.frombytes(raw_bytes(kept_before[old_off[a + 1 : b + 1] - lo] + len(kept)))
+            off.frombytes(raw_bytes(kept_before[old_off[a + 1 : b + 1] - lo] + kept_count))
             kept.frombytes(raw_bytes(renumber[ids[lo:hi][mask]].astype(np.int32, copy=False)))
+            kept_count += int(kept_before[-1])
+            kept_column.flush()
+            off_column.flush()
+            self.spill.release()
         del ids, old_off
         self.stem_ids, self.stem_off = array("i"), array("q")
-        self._stems = StemTable(vocab, kept, off)
+        self._stems = StemTable(vocab, kept_column.seal(), off_column.seal())
 
     def columns(self) -> TopicColumns:
         """The topic as the features read it (after ``cut_stems``), once: the names each
@@ -339,15 +372,16 @@ class StreamTopic:
         del to_of
         self._senders = set()
         author, question, length = self.author, self.question, self.length
-        self.author, self.question, self.length = array("i"), bytearray(), array("i")
+        self.author, self.question, self.length = array("i"), array("B"), array("i")
         return TopicColumns(
             author=author,
             date=self.dates,
             addressed=addressed,
             mentioned=mentioned,
-            question=np.frombuffer(question, dtype=np.uint8).astype(bool),
+            question=np.frombuffer(question, dtype=np.bool_),
             length=np.frombuffer(length, dtype=np.int32),
             stems=self._stems,
+            spill=self.spill,
         )
 
     def index_of(self, msg_id: int) -> int | None:
@@ -360,8 +394,10 @@ class StreamTopic:
                 # buffer, so nothing is added after a lookup (the topic is whole by then).
                 self._by_id = (None, ids)
             else:
-                by_id = np.argsort(ids, kind="stable")
-                self._by_id = (by_id, ids[by_id])
+                by_id = self.spill.zeros(len(ids), np.int64)
+                by_id[:] = np.argsort(ids, kind="stable")
+                self._by_id = (by_id, np.take(ids, by_id, out=self.spill.zeros(len(ids), np.int64)))
+            self.spill.release()
         order, ids = self._by_id
         at = int(np.searchsorted(ids, msg_id))
         if at < len(ids) and ids[at] == msg_id:
@@ -401,6 +437,7 @@ def _idf(topics: Iterable[StreamTopic], vocab_size: int) -> np.ndarray:
         ids = np.frombuffer(t.stem_ids, dtype=np.int32)
         for start in range(0, len(ids), _COUNT_SLICE):  # bincount widens what it counts
             df += np.bincount(ids[start : start + _COUNT_SLICE], minlength=vocab_size)
+            t.spill.release()
         del ids
     return np.asarray([math.log((total + 1) / (n + 1)) for n in df.tolist()], dtype=np.float64)
 
@@ -412,6 +449,7 @@ def stream_links(
     agent_answers: Mapping[int, int | None] | None = None,
     scorer: LearnedScorer,
     out: LinkSink,
+    spill: Spill | None = None,
 ) -> None:
     """``linking.build_links`` with the learned scorer, reading the chat once, as a stream.
 
@@ -422,8 +460,10 @@ def stream_links(
             topic are let go when its names are resolved, as ``LinkContext`` never has them.
         agent_answers: ``{msg_id: parent id or None}``, already filtered for staleness.
         out: Where the links go, topic by topic (see ``LinkSink``).
+        spill: Where a big topic's columns live (``spill``); the heap when None.
     """
     answers = agent_answers or {}
+    spill = spill if spill is not None else Spill(None)
     with collector_paused(), one_blas_thread():
         forms: dict[int | None, set[str]] = {}
         for topic, name in set(senders):
@@ -434,9 +474,12 @@ def stream_links(
             if is_unit_member(m):
                 t = topics.get(m.topic_id)
                 if t is None:
-                    t = topics[m.topic_id] = StreamTopic(frozenset(forms.get(m.topic_id, ())))
+                    known = frozenset(forms.get(m.topic_id, ()))
+                    t = topics[m.topic_id] = StreamTopic(known, spill)
                 t.add(m, author_of(m), vocab)
         del forms
+        for t in topics.values():
+            t.seal()
         words = list(vocab)
         del vocab
         idf = _idf(topics.values(), len(words))
@@ -461,10 +504,13 @@ def link_chat(
     senders: Iterable[tuple[int | None, str]],
     agent_answers: Mapping[int, int | None] | None = None,
     scorer: LearnedScorer,
+    spill: Spill | None = None,
 ) -> LinkColumns:
     """``stream_links`` into columns: the links, in chronological order."""
     links = LinkColumns()
-    stream_links(msgs, senders=senders, agent_answers=agent_answers, scorer=scorer, out=links)
+    stream_links(
+        msgs, senders=senders, agent_answers=agent_answers, scorer=scorer, out=links, spill=spill
+    )
     return links.in_chrono_order()
 
 
@@ -477,35 +523,44 @@ def _link_topic(
 ) -> None:
     t.idf = idf
     n = len(t)
-    t.scored = bytearray(t.fixed(i, answers) is None for i in range(n))
+    spill = t.spill
+    scored = spill.filled(n, "B")
+    for a in range(0, n, RELEASE_EVERY):
+        b = min(a + RELEASE_EVERY, n)
+        scored[a:b] = array("B", [t.fixed(i, answers) is None for i in range(a, b)])
+    t.scored = scored
     scorer.prepare(t)
-    ids, dates, parent = t.ids, t.dates, t.parent
-    # Each message's conversation, as ``out`` numbers them; a parent is always in the topic.
-    conv = array("i")
+    ids, dates = t.ids, t.dates
+    # Each message's parent position (-1: none) and its conversation, as ``out`` numbers
+    # them; a parent is always in the topic.
+    parent = t.parent = spill.filled(n, "i", -1)
+    conv = spill.filled(n, "i")
     for i in range(n):
+        if i % RELEASE_EVERY == 0:
+            spill.release()
         fixed = t.fixed(i, answers)
         if fixed is not None:
             parent_id, reason = fixed
             at = None if parent_id is None else t.index_of(parent_id)
             joins = 0 if at is None else conv[at]
-            conv.append(out.add(ids[i], dates[i], parent_id, reason, 1.0, (), joins))
-            parent.append(-1 if at is None else at)
+            conv[i] = out.add(ids[i], dates[i], parent_id, reason, 1.0, (), joins)
+            if at is not None:
+                parent[i] = at
             continue
         choice = scorer.choose(t, i)
         if choice.parent is None:
             parent_id, joins = None, 0
         else:
             parent_id, joins = ids[choice.parent], conv[choice.parent]
-        conv.append(
-            out.add(
-                ids[i],
-                dates[i],
-                parent_id,
-                choice.reason,
-                choice.confidence,
-                choice.rejected,
-                joins,
-            )
+        conv[i] = out.add(
+            ids[i],
+            dates[i],
+            parent_id,
+            choice.reason,
+            choice.confidence,
+            choice.rejected,
+            joins,
         )
-        parent.append(-1 if choice.parent is None else choice.parent)
+        if choice.parent is not None:
+            parent[i] = choice.parent
     scorer.inputs = None
