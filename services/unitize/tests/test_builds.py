@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from chatseek_unitize.batches import answer_batch, batch_status, valid_answers
 from chatseek_unitize.builds import build_chat, build_chats, discard_unfinished
 from chatseek_unitize.linking import LearnedScorer, RuleScorer
 from chatseek_unitize.linkstream import NO_ID, REASONS, link_chat
+from chatseek_unitize.model import Msg
 from chatseek_unitize.spill import Spill
 
 KILL_WAIT_S = 120.0
@@ -558,3 +560,28 @@ def test_building_all_chats_builds_every_chat_of_the_account(stores: Stores) -> 
     with db.transaction(stores.unitize):
         built = stores.unitize.execute("SELECT COUNT(*) FROM current_builds").fetchone()
     assert int(built[0]) == 2
+
+
+def test_repeated_chunk_texts_are_numbered_per_topic_across_merges(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(builds._Repeats, "MERGE", 3)
+    seq = [
+        Msg(msg_id=k, date=1_700_000_000 + 60 * k, sender_id=1, sender_name="Ann", text=t)
+        for k, t in enumerate(["the flat", "is rented", "from May"], start=1)
+    ]
+    other = [replace(m, topic_id=5) for m in seq]
+    repeats = builds._Repeats()
+    keys = [
+        [u.key for u in builds._chunk_units(s, repeats)]
+        for s in (seq, seq[:1], other, seq, seq[1:], seq, other)
+    ]
+    first = keys[0]
+    assert all(k.startswith("h:") and k.count(":") == 1 for k in first + keys[1] + keys[4])
+    assert keys[2] == first  # another topic counts apart
+    assert keys[3] == [f"{k}:1" for k in first]
+    assert keys[5] == [f"{k}:2" for k in first]
+    assert keys[6] == [f"{k}:1" for k in first]
+    for topic in ((0, 1, 3, 4, 5), (2, 6)):
+        held = [k for t in topic for k in keys[t]]
+        assert len(held) == len(set(held))  # unique within each topic
