@@ -3,6 +3,7 @@ and pages the process lets go of when told."""
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 from array import array
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 from test_linkstream import _as_links, _mixed, _renumbered, _senders  # type: ignore[import-not-found]
 
+from chatseek_core.errors import StorageError
 from chatseek_unitize import linkfeatures, linkstream
 from chatseek_unitize.cutting import chrono_key
 from chatseek_unitize.linking import LearnedScorer, build_links
@@ -153,3 +155,18 @@ def test_pace_and_same_author_neighbours_sliced_are_the_whole_topics_to_the_bit(
         if p >= 0:
             want_next[p] = k
     assert nxt.tolist() == want_next
+
+
+def test_a_full_disk_is_a_storage_error_that_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_room(fd: int, offset: int, size: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", no_room)
+    spill = Spill(tmp_path, threshold=16)
+    with pytest.raises(StorageError) as raised:
+        spill.filled(100, "q")
+    assert "No space left" in str(raised.value) and str(tmp_path) in str(raised.value)
+    assert "free some disk space" in raised.value.hint
+    assert os.listdir(tmp_path) == []

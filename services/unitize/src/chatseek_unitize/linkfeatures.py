@@ -340,7 +340,8 @@ def _pace(date: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     n = len(date)
     if out is None:
         out = np.empty(n)
-    # cum[k] - the sum of the first k log gaps - for k in first..a+len, where first = a - PACE_GAPS.
+    # ``tail`` holds cum[first..a], cum[k] being the sum of the first k log gaps and first
+    # the message PACE_GAPS before the slice (or the topic's first).
     tail = np.zeros(1)
     first = 0
     for a in range(0, n, _PACE_SLICE):

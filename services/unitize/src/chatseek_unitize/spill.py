@@ -29,6 +29,8 @@ from typing import Any, BinaryIO, TypeAlias
 
 import numpy as np
 
+from chatseek_core.errors import StorageError
+
 __all__ = ["RELEASE_EVERY", "SPILL_BYTES", "Col", "Column", "Spill"]
 
 SPILL_BYTES = 1 << 20
@@ -91,25 +93,46 @@ class Spill:
     def _open(self) -> BinaryIO:
         """A new temporary file in the directory, already unlinked."""
         assert self.directory is not None
-        fd, path = tempfile.mkstemp(prefix=".build-", suffix=".tmp", dir=self.directory)
+        try:
+            fd, path = tempfile.mkstemp(prefix=".build-", suffix=".tmp", dir=self.directory)
+        except OSError as exc:
+            raise self._failed(exc) from exc
         os.unlink(path)
         self.files += 1
         return os.fdopen(fd, "w+b")
 
     def _mapped(self, size: int, file: BinaryIO | None = None) -> mmap.mmap:
-        """A shared, writable mapping of ``size`` bytes of ``file`` (a new zero file if None)."""
+        """A shared, writable mapping of ``size`` bytes of ``file`` (a new zero file if None).
+
+        A new file's blocks are allocated first: a write to a mapped page the disk has no
+        room for would kill the process (SIGBUS), where an allocation fails with an error.
+        """
         own = file is None
         f = self._open() if file is None else file
         try:
             if own:
-                f.truncate(size)
+                if hasattr(os, "posix_fallocate"):
+                    os.posix_fallocate(f.fileno(), 0, size)
+                else:  # pragma: no cover - platforms without it
+                    f.truncate(size)
             else:
                 f.flush()
             mapped = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_WRITE)
+        except OSError as exc:
+            raise self._failed(exc) from exc
         finally:
             f.close()
         self._maps.add(mapped)
         return mapped
+
+    def _failed(self, exc: OSError) -> StorageError:
+        return StorageError(
+            f"a conversation build cannot keep its working columns in {self.directory}:"
+            f" {exc.strerror or exc}",
+            hint="free some disk space in the data directory (a build of a big chat needs"
+            " about 150 bytes a message while it runs) and build again; nothing was changed",
+            metadata={"directory": str(self.directory)},
+        )
 
     @staticmethod
     def _drop(mapped: mmap.mmap) -> None:
@@ -144,7 +167,10 @@ class Column:
             if not self._spill._spills(len(tail) * tail.itemsize):
                 return
             self._file = self._spill._open()
-        self._file.write(memoryview(tail).cast("B"))
+        try:
+            self._file.write(memoryview(tail).cast("B"))
+        except OSError as exc:
+            raise self._spill._failed(exc) from exc
         self._written += len(tail)
         del tail[:]
 
