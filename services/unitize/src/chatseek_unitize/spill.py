@@ -38,6 +38,7 @@ SPILL_BYTES = 1 << 20
 RELEASE_EVERY = 4096
 """Messages a build links between two ``Spill.release`` calls."""
 _FILL_SLICE = 1 << 20
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
 
 Col: TypeAlias = "array[Any] | memoryview[Any]"
 """A column: an ``array`` on the heap, or a mapped ``memoryview`` of the same type code;
@@ -52,10 +53,6 @@ class Spill:
         self.threshold = SPILL_BYTES if threshold is None else threshold
         self.files = 0  # how many columns went to a file
         self._maps: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
-
-    @property
-    def on_disk(self) -> bool:
-        return self.directory is not None
 
     def column(self, code: str) -> Column:
         """An empty column of ``array`` type ``code`` that grows by appending to its ``tail``."""
@@ -136,8 +133,9 @@ class Spill:
 
     @staticmethod
     def _drop(mapped: mmap.mmap) -> None:
-        if not mapped.closed:
-            mapped.madvise(mmap.MADV_DONTNEED)
+        # Where madvise is missing (Windows) the pages stay until the mapping goes.
+        if not mapped.closed and _DONTNEED is not None:
+            mapped.madvise(_DONTNEED)
 
 
 class Column:
