@@ -127,7 +127,7 @@ class Spill:
             f"a conversation build cannot keep its working columns in {self.directory}:"
             f" {exc.strerror or exc}",
             hint="free some disk space in the data directory (a build of a big chat needs"
-            " about 150 bytes a message while it runs) and build again; nothing was changed",
+            " up to about 330 bytes a message while it runs) and build again; nothing was changed",
             metadata={"directory": str(self.directory)},
         )
 
