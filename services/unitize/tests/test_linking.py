@@ -473,11 +473,22 @@ def test_the_shipped_weights_give_the_pinned_links_on_the_demo_export() -> None:
         "",
     ],
 )
-def test_stems_are_those_of_every_word_of_the_text(text: str) -> None:
+@pytest.mark.parametrize("kept", [1 << 13, 2])
+def test_stems_are_those_of_every_word_of_the_text(
+    text: str, kept: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Also read back from the token cache, and with a cache so small that it starts again
+    in the middle of a message."""
     from chatseek_core.text import normalise, normalised_words, stem
+    from chatseek_unitize import linking
 
-    (info,) = LinkContext([msg(1, 1, text)], {}).info
-    assert sorted(info.stems) == sorted(set(map(stem, normalised_words(normalise(text)))))
+    monkeypatch.setattr(linking, "_TOKENS", {})
+    monkeypatch.setattr(linking, "_TOKENS_KEPT", kept)
+    want = sorted(set(map(stem, normalised_words(normalise(text)))))
+    for _ in range(2):
+        (info,) = LinkContext([msg(1, 1, text)], {}).info
+        assert sorted(info.stems) == want
+    assert len(linking._TOKENS) <= kept
 
 
 # --- the meaning experiment (eval/link_meaning.py): not shipped, kept reproducible ---

@@ -157,10 +157,14 @@ class StemTable:
         self._off_at, self.off = _held(off, np.int64, "q")
 
     def of(self, k: int) -> tuple[str, ...]:
-        """Message ``k``'s stems, in the order they were listed (which fixes the order a set
-        made from them iterates in, and so the rounding of sums over it)."""
+        """Message ``k``'s stems, in the order they were listed."""
         vocab, off = self.vocab, self._off_at
         return tuple([vocab[x] for x in self._ids_at[off[k] : off[k + 1]]])
+
+    def numbers(self, k: int) -> frozenset[int]:
+        """Message ``k``'s stems as their numbers into ``vocab``."""
+        off = self._off_at
+        return frozenset(self._ids_at[off[k] : off[k + 1]])
 
 
 class NameSlots:
@@ -751,9 +755,13 @@ class DynamicState:
         self.date = t.date_at
         self.pace = t.pace_at
         self.conv_authors: dict[int, set[int]] = {}
-        self.conv_stems: dict[int, set[str]] = {}
+        # Stems as their numbers in the topic's vocabulary, weighed by ``weight``: a number
+        # hashes and compares cheaper than a string, and a set of small numbers iterates in
+        # the same order in every process, so its overlap sums round the same way.
+        self.conv_stems: dict[int, set[int]] = {}
+        self.weight = [t.informative[s] for s in t.stems.vocab]
         self.next_member = filled(n, "i", _NONE)
-        self._last_stems: tuple[int, frozenset[str]] = (_NONE, frozenset())
+        self._last_stems: tuple[int, frozenset[int]] = (_NONE, frozenset())
         self._evict_at = EVICT_EVERY
 
     def commit(self, i: int, parent: int | None) -> None:
@@ -787,8 +795,7 @@ class DynamicState:
         self.tail[conv] = i
         self.size[conv] += 1
         self.conv_authors.setdefault(conv, set()).add(a_i)
-        # From the set the tuple makes, as ``features_flat`` reads it: the order the stems go in
-        # fixes the conversation set's iteration order, and so the rounding of its overlap sums.
+        # The set ``features_flat`` read, made once.
         self.conv_stems.setdefault(conv, set()).update(self._stem_set(i))
         for b in self._mentioned.get(i, ()):
             self.named.setdefault(a_i, {})[b] = i
@@ -796,24 +803,24 @@ class DynamicState:
         if i >= self._evict_at:
             self._evict(i)
 
-    def _stem_set(self, i: int) -> frozenset[str]:
-        """Message ``i``'s stems as a set, made once for its features and its commit (from
-        the same tuple, so in the same order either way)."""
+    def _stem_set(self, i: int) -> frozenset[int]:
+        """Message ``i``'s stems as a set of numbers, made once for its features and its
+        commit."""
         last = self._last_stems
         if last[0] == i:
             return last[1]
-        stems = frozenset(self.t.stems.of(i))
+        stems = self.t.stems.numbers(i)
         self._last_stems = (i, stems)
         return stems
 
     def _replay(self, conv: int) -> None:
         """Rebuild the author and stem sets of evicted conversation ``conv``."""
         authors: set[int] = set()
-        stems: set[str] = set()
+        stems: set[int] = set()
         k = conv
         while k != _NONE:
             authors.add(self.author[k])
-            stems.update(frozenset(self.t.stems.of(k)))
+            stems.update(self.t.stems.numbers(k))
             k = self.next_member[k]
         self.conv_authors[conv] = authors
         self.conv_stems[conv] = stems
@@ -858,7 +865,7 @@ class DynamicState:
         named = self.named.get(a_i, _NOBODY)
         c_stems, idf, date_i, pace = (
             self._stem_set(i),
-            self.t.informative,
+            self.weight,
             date[i],
             self.pace[i],
         )

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import chain
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -104,6 +104,7 @@ _RU_CASE_ENDINGS = ("", "а", "я", "у", "ю", "е", "и", "ы", "ой", "ей"
 _CYRILLIC_START = "\u0400"
 _CYRILLIC_END = "\u04ff"
 _NO_NAMES: frozenset[str] = frozenset()
+_ZERO = np.zeros((), dtype=np.float32)
 
 
 # --- results ---
@@ -188,18 +189,28 @@ class _Info:
     length: int
 
 
-def _words_of(tokens: set[str]) -> list[str]:
-    """The distinct words of a text given its distinct stripped tokens: ``normalised_words``
-    of the text, as a set, in a third of the time. Words never span whitespace, and the
-    stripped characters are not word characters; a token that is all word characters
-    (``isalnum``, exactly the regex's ``[^\\W_]``) is one word."""
-    out: list[str] = []
-    for token in tokens:
-        if token.isalnum():
-            out.append(token)
-        else:
-            out += normalised_words(token)
-    return out
+_TOKENS: dict[str, tuple[str, tuple[str, ...]]] = {}
+"""Each whitespace-separated token of normalised text met lately: the token stripped, and
+the stems of its words. A chat repeats its tokens, so most are looked up, not analysed."""
+_TOKENS_KEPT = 1 << 13
+"""The most ``_TOKENS`` holds (about 3 MiB with its stems, measured on the Russian and tgif
+chats); when full it starts again."""
+
+
+def _token(raw: str) -> tuple[str, tuple[str, ...]]:
+    """``raw`` stripped, and the distinct stems of its words (remembered in ``_TOKENS``).
+
+    Words never span whitespace, so a text's words are its tokens' words; the stripped
+    characters are not word characters, and a token that is all word characters
+    (``isalnum``, exactly the regex's ``[^\\W_]``) is one word.
+    """
+    token = raw.strip(_TOKEN_STRIP)
+    words = [token] if token.isalnum() else normalised_words(token)
+    got = token, tuple({stem(w) for w in words})
+    if len(_TOKENS) >= _TOKENS_KEPT:
+        _TOKENS.clear()
+    _TOKENS[raw] = got
+    return got
 
 
 def author_of(m: Msg) -> int | str:
@@ -213,9 +224,17 @@ def analyse_message(m: Msg, author: int | str, known: frozenset[str]) -> _Info:
         text = f"{text} {m.media_text}" if text else m.media_text
     norm = normalise(text)
     raw = norm.split()
-    tokens = set(map(str.strip, raw, repeat(_TOKEN_STRIP)))
+    tokens: set[str] = set()
+    stem_set: set[str] = set()
+    cache = _TOKENS
+    for r in raw:
+        got = cache.get(r)
+        if got is None:
+            got = _token(r)
+        tokens.add(got[0])
+        stem_set.update(got[1])
     tokens.discard("")
-    stems = tuple(set(map(stem, _words_of(tokens))))
+    stems = tuple(stem_set)
     lead: set[str] = set()
     if raw:
         first = raw[0]
@@ -585,12 +604,19 @@ class LearnedScorer:
         cands = [base + c for c in cols]
         raw = [st.new[row] + self.new_bias]
         if cols:
+            # A handful of small products a message: array methods and a zero-dimensional
+            # zero skip the dispatch and scalar conversion that cost more than the products.
             k = len(cols)
             flat = inputs.state.features_flat(i, cands)
             dynamic = np.array(flat, dtype=np.float32).reshape(k, len(DYNAMIC_FEATURES))
-            hidden = np.matmul(dynamic, self.w_dynamic, out=self._hidden[:k])
-            hidden += st.short_pre[row, :k]
-            raw += (np.maximum(hidden, 0.0, out=hidden) @ self.w2).tolist()
+            if k == SHORTLIST:
+                hidden, pre = self._hidden, st.short_pre[row]
+            else:
+                hidden, pre = self._hidden[:k], st.short_pre[row, :k]
+            dynamic.dot(self.w_dynamic, out=hidden)
+            hidden += pre
+            np.maximum(hidden, _ZERO, out=hidden)
+            raw += hidden.dot(self.w2).tolist()
         return cands, raw
 
     def scores(self, ctx: ScoringContext, i: int) -> tuple[list[int], np.ndarray]:
