@@ -14,7 +14,7 @@ export CHATSEEK_HOME ?= $(CURDIR)/.chatseek
 
 .DEFAULT_GOAL := help
 .PHONY: help install proto proto-check fmt lint typecheck test test-long demo bench \
-	bench-full eval train-linker up down e2e run-local embed-native clean ocr
+	bench-full bench-meaning eval train-linker up down e2e run-local embed-native clean ocr
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -70,6 +70,9 @@ bench: install ## Speed and memory benchmarks at the 100k scale (report under be
 
 bench-full: install ## Benchmarks at the 1M scale too
 	$(PY) -m bench.run --scale 1m
+
+bench-meaning: install ## A 100k archive on the default model until searchable by meaning (~15 min)
+	$(PY) -m bench.run --only meaning --scale 100k
 
 eval: install ## Retrieval and reconstruction quality on ../shared/eval (report under eval/results)
 	$(PY) -m eval.run

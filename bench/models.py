@@ -36,7 +36,7 @@ import numpy as np
 from bench.embedding import unit_texts
 from bench.measure import latency, peak_rss_mib, ratio
 
-__all__ = ["EmbedProcess", "models_section", "russian_unit_texts"]
+__all__ = ["EmbedProcess", "models_section", "reimport_figures", "russian_unit_texts"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_EXPORT = ROOT / "demo" / "export" / "result.json"
@@ -253,15 +253,22 @@ def _reimport_cost(
     _settled(stack)
     took = time.perf_counter() - started
     after = stack.cli("embed", "status", "--json")["since_start"]
-    embedded = int(after["embedded"]) - before["embedded"]
-    cached = int(after["cached"]) - before["cached"]
+    return reimport_figures(took, before, after), {k: int(v) for k, v in after.items()}
+
+
+def reimport_figures(
+    seconds: float, before: dict[str, Any], after: dict[str, Any]
+) -> dict[str, Any]:
+    """What a re-import cost, from ``embed status``'s ``since_start`` counts before and after."""
+    embedded = int(after.get("embedded") or 0) - int(before.get("embedded") or 0)
+    cached = int(after.get("cached") or 0) - int(before.get("cached") or 0)
     requeued = embedded + cached
     return {
-        "seconds": round(took, 1),
+        "seconds": round(seconds, 1),
         "units_requeued": requeued,
         "units_embedded": embedded,
         "cache_hit_rate": round(cached / requeued, 3) if requeued else None,
-    }, {k: int(v) for k, v in after.items()}
+    }
 
 
 def _corpus(dataset: str, progress: Callable[[str], None]) -> dict[str, Any]:

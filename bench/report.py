@@ -24,6 +24,8 @@ STRICT_KINDS = ("and_two_words", "phrase", "field_date_range", "prefix_wildcard"
 RANKED_KINDS = ("lexical", "dense", "hybrid", "hybrid_rerank")
 STAGES = ("import", "unitize", "lexical", "vector")
 SECTIONS = ("units", "pipeline", "embed", "models", "knn", "load", "rival")
+OPT_IN_SECTIONS = ("meaning",)
+"""Run only when named: too long for ``make bench-full``'s budget."""
 SERVICE_RSS_TARGET_MIB = 400
 
 
@@ -781,15 +783,19 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
         " in this run), not the absolute times. Nothing here is asserted by a test.",
         "",
         *_settling(results),
-        "Pipeline stages run with the fake embedder (`CHATSEEK_FAKE_MODELS=1`, a hashed bag of"
-        " stems) so that 100k and 1M messages fit in the time; embedding throughput is measured"
-        " separately with the packaged all-MiniLM-L6-v2 on a sample of unit-like texts.",
-        "",
-        "## Targets",
-        "",
     ]
+    if results.get("pipeline"):
+        md += [
+            "Pipeline stages run with the fake embedder (`CHATSEEK_FAKE_MODELS=1`, a hashed bag"
+            " of stems) so that 100k and 1M messages fit in the time; embedding throughput is"
+            " measured separately with the packaged all-MiniLM-L6-v2 on a sample of unit-like"
+            " texts.",
+            "",
+        ]
     rows = [[t.name, t.bound, t.value, t.at, _verdict(t), t.note] for t in targets(results)]
-    md += _table(["figure", "target", "measured", "at", "verdict", "note"], rows)
+    if rows:
+        md += ["## Targets", ""]
+        md += _table(["figure", "target", "measured", "at", "verdict", "note"], rows)
     for name, path in images.items():
         md += [f"![{name}]({path})", ""]
     pipes = results.get("pipeline") or {}
@@ -906,6 +912,9 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
     models = results.get("models")
     if models:
         md += _models_md(models)
+    meaning = results.get("meaning")
+    if meaning:
+        md += _meaning_md(meaning)
     knn = results.get("knn")
     if knn:
         md += ["## KNN (384-d, k=10)", ""]
@@ -996,6 +1005,14 @@ def _pass_costs_md(costs: Mapping[str, Mapping[str, float]]) -> list[str]:
     return ["What a pass of the texts cost: " + "; ".join(parts) + ".", ""]
 
 
+_REIMPORT_HEAD = [
+    "units re-queued",
+    "sent to the embedder",
+    "content-hash cache hit rate",
+    "until every unit embedded s",
+]
+
+
 def _models_md(m: dict[str, Any]) -> list[str]:
     name = (m.get("model") or {}).get("name", "?")
     md = [f"## The default embedder ({name}) beside MiniLM", ""]
@@ -1058,19 +1075,82 @@ def _models_md(m: dict[str, Any]) -> list[str]:
             if r
         ]
         if rows:
-            md += _table(
-                [
-                    "data set",
-                    "re-import",
-                    "units re-queued",
-                    "sent to the embedder",
-                    "content-hash cache hit rate",
-                    "until every unit embedded s",
-                ],
-                rows,
-            )
+            md += _table(["data set", "re-import", *_REIMPORT_HEAD], rows)
     elif m.get("datasets_skipped"):
         md += [f"Data-set times skipped: {m['datasets_skipped']}.", ""]
+    return md
+
+
+def _meaning_md(m: dict[str, Any]) -> list[str]:
+    messages = m.get("messages") or m.get("messages_requested")
+    md = [
+        f"## An archive searchable by meaning ({m.get('model')}, {_fmt(messages)} messages)",
+        "",
+        "A private stack on the default model (the real embed service, no reranker) imports the"
+        " bench's generated archive; the clock runs from the import's start.",
+        "",
+    ]
+    md += _table(
+        [
+            "units",
+            "import s",
+            "word indexes ready s",
+            "every unit embedded s",
+            "units/s to searchable",
+            "vector units/s (its recent rate)",
+        ],
+        [
+            [
+                m.get("units"),
+                m.get("import_s"),
+                m.get("words_ready_s"),
+                m.get("all_embedded_s"),
+                m.get("units_per_s_to_searchable"),
+                m.get("vector_units_per_s"),
+            ]
+        ],
+    )
+    cpu = m.get("cpu_s_to_searchable") or {}
+    if cpu:
+        md += [
+            "CPU seconds until every unit was embedded: "
+            + ", ".join(f"{name} {value}" for name, value in cpu.items())
+            + ". Peak RSS (MiB) at the end of the section: "
+            + ", ".join(f"{name} {value}" for name, value in (m.get("peak_rss_mib") or {}).items())
+            + ".",
+            "",
+        ]
+    checks = m.get("eta_checks") or []
+    if checks:
+        md += [
+            "What `chatseek embed status` promised on the way: its ETA when a share of the"
+            " units was embedded, against the time the rest really took.",
+            "",
+        ]
+        md += _table(
+            ["share embedded", "at s", "units embedded", "ETA s", "took s", "ETA / took"],
+            [
+                [
+                    f"{c['share']:.0%}",
+                    c["at_s"],
+                    c["embedded"],
+                    c["eta_s"],
+                    c["took_s"],
+                    c["eta_over_took"],
+                ]
+                for c in checks
+            ],
+        )
+    rows = [
+        [label, r["units_requeued"], r["units_embedded"], r["cache_hit_rate"], r["seconds"]]
+        for label, r in (
+            ("the same export again", m.get("reimport_same")),
+            (f"every {m.get('edit_every')}th message edited", m.get("reimport_edited")),
+        )
+        if r
+    ]
+    if rows:
+        md += _table(["re-import", *_REIMPORT_HEAD], rows)
     return md
 
 

@@ -17,9 +17,13 @@ Sections (``--only`` picks some; each is a module of this package):
 * ``rival`` — grepogram 0.3.0, installed at run time into a scratch environment, beside
   chatseek on one 100k export: CPU seconds and peak RSS to be searchable by words, runs
   alternating (``bench.rival``); skipped, with the reason, where it cannot be installed.
+* ``meaning`` — only when named (``make bench-meaning``): an archive of ``--scale`` messages
+  imported on the default model until every unit is embedded, with the ETAs `embed status`
+  gave on the way and the cost of importing it again (``bench.meaning``).
 Results go to ``bench/results/<stamp>.json`` and ``<stamp>.md`` with PNG charts; ``latest.md``
-is a copy of the newest report. Timings are reported as ratios to their reference; nothing here
-asserts a timing. A section that fails is recorded as an error and the others still run.
+is a copy of the newest report that ran every default section. Timings are reported as ratios
+to their reference; nothing here asserts a timing. A section that fails is recorded as an error
+and the others still run.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import cpu_count, settle
-from bench.report import SECTIONS
+from bench.report import OPT_IN_SECTIONS, SECTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -121,12 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default=",".join(SECTIONS),
-        help=f"comma-separated sections among {', '.join(SECTIONS)}",
+        help=f"comma-separated sections among {', '.join(SECTIONS + OPT_IN_SECTIONS)}"
+        f" (default: all but {', '.join(OPT_IN_SECTIONS)})",
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where reports go")
     args = parser.parse_args(argv)
     sections = [s for s in args.only.split(",") if s]
-    unknown = sorted(set(sections) - set(SECTIONS))
+    unknown = sorted(set(sections) - set(SECTIONS + OPT_IN_SECTIONS))
     if unknown:
         parser.error(f"unknown sections: {', '.join(unknown)}")
     top = SCALE_ORDER.index(args.scale)
@@ -149,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     def progress(line: str) -> None:
         print(f"[{time.perf_counter() - started:7.1f}s] {line}", flush=True)
 
-    from bench import embedding, knn, load, models, pipeline, rival, units
+    from bench import embedding, knn, load, meaning, models, pipeline, rival, units
 
     if "units" in sections:
         results["units"] = _section(
@@ -195,6 +200,14 @@ def main(argv: list[str] | None = None) -> int:
         results["rival"] = _section(
             results, "rival", lambda: rival.rival_section(progress), out, progress
         )
+    if "meaning" in sections:
+        results["meaning"] = _section(
+            results,
+            "meaning",
+            lambda: meaning.meaning_section(MESSAGES[args.scale], progress),
+            out,
+            progress,
+        )
     results["total_s"] = round(time.perf_counter() - started, 1)
     _write(results, out)
     from bench import report
@@ -202,8 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     images = report.charts(results, out / stamp)
     text = report.markdown(results, images)
     (out / f"{stamp}.md").write_text(text)
-    shutil.copyfile(out / f"{stamp}.md", out / "latest.md")
-    progress(f"report: {out / (stamp + '.md')} (also latest.md); {results['total_s']} s in all")
+    also = ""
+    if set(SECTIONS) <= set(sections):
+        shutil.copyfile(out / f"{stamp}.md", out / "latest.md")
+        also = " (also latest.md)"
+    progress(f"report: {out / (stamp + '.md')}{also}; {results['total_s']} s in all")
     return 1 if results.get("errors") else 0
 
 
