@@ -73,6 +73,41 @@ def test_take_pending_pages_by_unit_id_and_bounds_a_batch_by_its_text(
     assert [u.unit_id for u in index.take_pending(conn, space, 10, max_chars=5)] == [1]
 
 
+def test_the_queues_text_is_summed_whole_or_sized_from_evenly_spaced_units(
+    vector_db: tuple[db.Connection, spaces.Space, Path],
+) -> None:
+    conn, space, tmp_path = vector_db
+    assert index.pending_chars(conn, 4) == 80.0  # 10 + 30 + 30 + 10, every unit read
+    # Every second unit of the queue (2 and 4): their mean, 20 characters, times four.
+    assert index.pending_chars(conn, 4, sample=2) == 80.0
+    _units(tmp_path / "unitize.db", {5: "e" * 100, 6: "f" * 20})
+    while index.apply_unit_feed(conn):
+        pass
+    # Units 2, 4 and 6 stand for the six: (30 + 10 + 20) / 3 * 6.
+    assert index.pending_chars(conn, 6, sample=3) == 120.0
+    assert index.pending_chars(conn, 6) == 200.0
+    first = index.take_pending(conn, space, 5)
+    index.store_vectors(conn, space, [(u, _vector(u.unit_id)) for u in first])
+    assert index.pending_chars(conn, 1) == 20.0
+    assert index.pending_chars(conn, 0) == 0.0
+
+
+def test_units_made_since_the_feed_was_read_are_counted_with_their_text(
+    vector_db: tuple[db.Connection, spaces.Space, Path],
+) -> None:
+    conn, _, tmp_path = vector_db
+    assert (index.unqueued_count(conn), index.unqueued_chars(conn, 0)) == (0, 0.0)
+    _units(tmp_path / "unitize.db", {5: "e" * 100, 6: "f" * 20})
+    _units(tmp_path / "unitize.db", {5: "g" * 40})  # changed again: one unit, its last text
+    assert index.unqueued_count(conn) == 2
+    assert index.unqueued_chars(conn, 2) == 60.0
+    assert index.unqueued_chars(conn, 2, sample=1) == 40.0  # unit 6 of the two, times two
+    while index.apply_unit_feed(conn):
+        pass
+    assert index.unqueued_count(conn) == 0
+    assert index.pending_chars(conn, 6) == 140.0
+
+
 def test_a_batch_is_written_whole_and_a_cached_text_costs_no_budget(
     vector_db: tuple[db.Connection, spaces.Space, Path],
 ) -> None:

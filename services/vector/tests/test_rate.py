@@ -33,6 +33,31 @@ def test_the_eta_is_the_remaining_units_at_the_rate_of_the_recent_batches() -> N
     assert rate.estimate(0)["eta_s"] == 0.0
 
 
+def test_with_the_queues_text_known_the_eta_is_its_characters_at_the_recent_pace() -> None:
+    """Long posts first, short windows after: by units the ETA would read 12 s, by the text
+    the remaining units hold (a fifth of the characters a unit so far) 2.4 s."""
+    clock = _Clock()
+    rate = Rate(clock)
+    rate.begin()
+    for _ in range(3):
+        clock.now += 2.0
+        rate.wrote(100, 100_000)
+    assert rate.chars_per_s() == 50_000.0
+    assert rate.estimate(600)["eta_s"] == 12.0
+    assert rate.estimate(600, 120_000.0)["eta_s"] == 2.4
+    assert rate.estimate(0, 0.0)["eta_s"] == 0.0
+
+
+def test_without_characters_written_the_eta_falls_back_to_units() -> None:
+    clock = _Clock()
+    rate = Rate(clock)
+    rate.begin()
+    clock.now += 2.0
+    rate.wrote(100)
+    assert rate.chars_per_s() is None
+    assert rate.estimate(300, 5_000.0)["eta_s"] == 6.0
+
+
 def test_the_time_between_passes_does_not_lower_the_rate() -> None:
     clock = _Clock()
     rate = Rate(clock)

@@ -213,6 +213,40 @@ async def test_a_pass_over_many_batches_embeds_every_unit_once_with_progress(
     assert reply.neighbours[0].unit_id == 623
 
 
+async def test_the_eta_is_the_text_of_the_queued_and_not_yet_queued_units(
+    tmp_path: Path,
+) -> None:
+    """The background loop sleeps after its first pass (60 s poll): 300 new units wait in
+    unitize's feed, then in the queue; either way the ETA is their text at the recent pace."""
+    async with _embed_serving(tmp_path) as settings:
+        deps = vector_server.open_deps(settings)
+        async with serving(vector_server.create_server(settings, deps)) as addr:
+            await asyncio.wait_for(deps.worker.waiting.wait(), timeout=30)
+            async with grpc.aio.insecure_channel(addr) as channel:
+                stub = vector_service_pb2_grpc.VectorServiceStub(channel)
+
+                async def status() -> dict[str, Any]:
+                    return to_json((await call(stub.EmbedStatus, pb.EmbedStatusRequest())).result)
+
+                first = await status()
+                assert (first["total_pending"], first["not_queued"], first["eta_s"]) == (0, 0, 0)
+                many = {200 + i: f"[2024-06-02 10:00] Fay: line {i} on ferries" for i in range(300)}
+                _write_units(tmp_path / "data" / "unitize.db", many, chat_id=-100778)
+                pace = deps.worker.rate.chars_per_s()
+                assert pace is not None
+                expected = sum(map(len, many.values())) / pace
+                waiting = await status()
+                assert (waiting["total_pending"], waiting["not_queued"]) == (0, len(many))
+                assert waiting["eta_s"] == pytest.approx(expected, abs=0.1)
+                await deps.worker.follow_feed()
+                queued = await status()
+                assert (queued["total_pending"], queued["not_queued"]) == (len(many), 0)
+                assert queued["eta_s"] == pytest.approx(expected, abs=0.1)
+                await _index(stub)
+                done = await status()
+                assert (done["total_pending"], done["not_queued"], done["eta_s"]) == (0, 0, 0)
+
+
 async def test_a_unit_re_cut_while_it_was_embedded_gets_its_new_text_in_the_same_pass(
     stack: tuple[Any, Path],
 ) -> None:

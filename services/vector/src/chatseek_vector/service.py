@@ -11,7 +11,7 @@ import numpy as np
 from chatseek.common.v1 import common_pb2
 from chatseek.vector.v1 import vector_service_pb2 as pb
 from chatseek.vector.v1 import vector_service_pb2_grpc
-from chatseek_core import db
+from chatseek_core import db, feed
 from chatseek_core.aio import progress_stream, to_thread
 from chatseek_core.errors import InvalidArgument
 from chatseek_core.operations import operation_progress
@@ -125,7 +125,13 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
         def read() -> dict[str, Any]:
             conn = self._deps.reads.get()
             doc = index.status(conn, spaces.current_space(conn))
-            doc.update(self._deps.worker.report(int(str(doc["total_pending"]))))
+            pending = int(str(doc["total_pending"]))
+            chars = index.pending_chars(conn, pending)
+            unqueued = 0
+            if self._deps.reads.attached("unitize"):
+                unqueued = index.unqueued_count(conn)
+                chars += index.unqueued_chars(conn, unqueued)
+            doc.update(self._deps.worker.report(pending, chars, unqueued))
             return doc
 
         doc = await to_thread(read)
@@ -139,8 +145,6 @@ class VectorServicer(vector_service_pb2_grpc.VectorServiceServicer):
             space = spaces.current_space(conn)
             lag = 0
             if self._deps.reads.attached("unitize"):
-                from chatseek_core import feed
-
                 lag = feed.head(conn, "unitize") - feed.cursor(conn, index.FEED)
             return pb.GetStatusResponse(
                 status=service_status(

@@ -85,15 +85,21 @@ class EmbedPass:
 
 
 class Rate:
-    """Units written per second over the most recent batches, for the ETA.
+    """Units and characters of text written per second over the most recent batches, for the
+    ETA.
 
     Each written batch counts the seconds since the previous write of the same sweep (or since
-    the sweep began), so the time between passes is never counted as slowness.
+    the sweep began), so the time between passes is never counted as slowness. An embedder's
+    time follows the length of the texts, not their number: a queue that starts with long
+    channel posts and goes on with short chat windows, counted in units, promised twice the
+    time it took (``make bench-meaning``). So the ETA is the characters left at the recent
+    characters per second, where both are known, and the units left at units per second
+    otherwise.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._batches: deque[tuple[float, int]] = deque(maxlen=RATE_BATCHES)
+        self._batches: deque[tuple[float, int, int]] = deque(maxlen=RATE_BATCHES)
         self._since = clock()
         self._last_write: float | None = None
 
@@ -101,24 +107,39 @@ class Rate:
         """A sweep starts: the next batch's time runs from now."""
         self._since = self._clock()
 
-    def wrote(self, units: int) -> None:
-        """A batch of ``units`` was written."""
+    def wrote(self, units: int, chars: int = 0) -> None:
+        """A batch of ``units`` holding ``chars`` characters of text was written."""
         now = self._clock()
-        self._batches.append((now - self._since, units))
+        self._batches.append((now - self._since, units, chars))
         self._since = now
         self._last_write = now
 
     def units_per_s(self) -> float | None:
         """The recent rate, or None before anything was written."""
-        seconds = sum(s for s, _ in self._batches)
-        units = sum(u for _, u in self._batches)
+        seconds = sum(b[0] for b in self._batches)
+        units = sum(b[1] for b in self._batches)
         return units / seconds if units and seconds > 0 else None
 
-    def estimate(self, remaining: int) -> dict[str, float | None]:
+    def chars_per_s(self) -> float | None:
+        """The recent rate in characters of text, or None before any was written."""
+        seconds = sum(b[0] for b in self._batches)
+        chars = sum(b[2] for b in self._batches)
+        return chars / seconds if chars and seconds > 0 else None
+
+    def estimate(
+        self, remaining: int, remaining_chars: float | None = None
+    ) -> dict[str, float | None]:
         """``units_per_s``, ``eta_s`` (0 when nothing remains, None without a rate) and
-        ``last_write_s_ago`` (None before the first write)."""
+        ``last_write_s_ago`` (None before the first write); ``remaining_chars`` is the text the
+        ``remaining`` units hold, where known."""
         rate = self.units_per_s()
-        eta = 0.0 if remaining <= 0 else (None if rate is None else remaining / rate)
+        by_chars = self.chars_per_s()
+        if remaining <= 0:
+            eta: float | None = 0.0
+        elif remaining_chars is not None and by_chars is not None:
+            eta = remaining_chars / by_chars
+        else:
+            eta = None if rate is None else remaining / rate
         ago = None if self._last_write is None else self._clock() - self._last_write
         return {
             "units_per_s": None if rate is None else round(rate, 1),
@@ -133,6 +154,11 @@ class _Embedded:
 
     items: list[tuple[index.PendingUnit, np.ndarray]]
     fresh: int
+
+    @property
+    def chars(self) -> int:
+        """Characters of text in the batch (cached ones too: the queue's length counts them)."""
+        return sum(len(u.text) for u, _ in self.items)
 
 
 class _Progress:
@@ -371,7 +397,7 @@ class Worker:
                     raise item
                 written = await self._blocking(_store, conn_of, space, item.items)
                 written_total += written
-                self.rate.wrote(written)
+                self.rate.wrote(written, item.chars)
                 for tally in (result, self.totals):
                     tally.embedded += item.fresh
                     tally.cached += len(item.items) - item.fresh
@@ -397,15 +423,24 @@ class Worker:
                 vectors[unit.unit_id] = row
         return _Embedded([(u, vectors[u.unit_id]) for u in batch], len(fresh))
 
-    def report(self, pending: int) -> dict[str, object]:
+    def report(
+        self, pending: int, pending_chars: float | None = None, not_queued: int = 0
+    ) -> dict[str, object]:
         """The rate and ETA (``Rate.estimate``) and what this process embedded or found cached.
+
+        ``pending_chars`` is the text of the ``pending`` queued units and the ``not_queued``
+        ones together, where known.
 
         ``since_start`` counts units written since the service started: ``embedded`` went to the
         embedder, ``cached`` reused the vector of an identical text (the content-hash cache).
         """
         since = self.totals.to_dict()
         del since["remaining"]
-        return {**self.rate.estimate(pending), "since_start": since}
+        return {
+            **self.rate.estimate(pending + not_queued, pending_chars),
+            "not_queued": not_queued,
+            "since_start": since,
+        }
 
     async def run(self) -> None:
         """The background loop: follow the feed and embed, until cancelled."""

@@ -51,7 +51,13 @@ def _embed(args: argparse.Namespace) -> int:
             emit(doc, as_json=True)
             return 0
         print(
-            f"model {doc.get('model')} ({doc.get('dim')}-d); pending {doc.get('total_pending')}; "
+            f"model {doc.get('model')} ({doc.get('dim')}-d); pending {doc.get('total_pending')}"
+            + (
+                f" (and {doc['not_queued']} changes not queued yet)"
+                if doc.get("not_queued")
+                else ""
+            )
+            + "; "
             + _eta_line(doc)
         )
         for chat in doc.get("chats", []):
@@ -76,7 +82,7 @@ def _embed(args: argparse.Namespace) -> int:
 
 def _eta_line(doc: dict[str, Any]) -> str:
     """``ETA 2m 05s at 350.0 units/s``, or why there is none."""
-    if not doc.get("total_pending"):
+    if not doc.get("total_pending") and not doc.get("not_queued"):
         return "ETA 0s (every unit embedded)"
     eta, rate = doc.get("eta_s"), doc.get("units_per_s")
     if eta is None or rate is None:

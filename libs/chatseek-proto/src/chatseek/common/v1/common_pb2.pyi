@@ -1005,6 +1005,7 @@ class EmbedStatusResult(_message.Message):
     DIM_FIELD_NUMBER: _builtins.int
     CHATS_FIELD_NUMBER: _builtins.int
     TOTAL_PENDING_FIELD_NUMBER: _builtins.int
+    NOT_QUEUED_FIELD_NUMBER: _builtins.int
     CACHED_VECTORS_FIELD_NUMBER: _builtins.int
     UNITS_PER_S_FIELD_NUMBER: _builtins.int
     ETA_S_FIELD_NUMBER: _builtins.int
@@ -1015,13 +1016,18 @@ class EmbedStatusResult(_message.Message):
     dim: _builtins.int
     total_pending: _builtins.int
     """Units waiting for a vector, in every chat."""
+    not_queued: _builtins.int
+    """Units unitize has made or changed that vector has not queued yet (the upserts in the tail
+    of its feed): the ETA counts them too.
+    """
     cached_vectors: _builtins.int
     """Vectors kept by content hash, reused for identical text."""
     units_per_s: _builtins.float
     """Units written per second lately; null without a rate."""
     eta_s: _builtins.float
-    """Seconds until every pending unit is embedded at that rate: 0 when none is pending, null
-    without a rate.
+    """Seconds until every pending and not yet queued unit is embedded: their text (sized from a
+    sample of each) at the recent characters per second, or their number at the recent units
+    per second; 0 when none is left, null without a rate.
     """
     last_write_s_ago: _builtins.float
     """Seconds since the last vector was written; null before the first."""
@@ -1040,6 +1046,7 @@ class EmbedStatusResult(_message.Message):
         dim: _builtins.int | None = ...,
         chats: _abc.Iterable[Global___ChatEmbedding] | None = ...,
         total_pending: _builtins.int = ...,
+        not_queued: _builtins.int = ...,
         cached_vectors: _builtins.int = ...,
         units_per_s: _builtins.float | None = ...,
         eta_s: _builtins.float | None = ...,
@@ -1048,7 +1055,7 @@ class EmbedStatusResult(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_dim", b"_dim", "_eta_s", b"_eta_s", "_last_write_s_ago", b"_last_write_s_ago", "_model", b"_model", "_units_per_s", b"_units_per_s", "dim", b"dim", "eta_s", b"eta_s", "last_write_s_ago", b"last_write_s_ago", "model", b"model", "since_start", b"since_start", "units_per_s", b"units_per_s"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dim", b"_dim", "_eta_s", b"_eta_s", "_last_write_s_ago", b"_last_write_s_ago", "_model", b"_model", "_units_per_s", b"_units_per_s", "cached_vectors", b"cached_vectors", "chats", b"chats", "dim", b"dim", "eta_s", b"eta_s", "last_write_s_ago", b"last_write_s_ago", "model", b"model", "since_start", b"since_start", "total_pending", b"total_pending", "units_per_s", b"units_per_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dim", b"_dim", "_eta_s", b"_eta_s", "_last_write_s_ago", b"_last_write_s_ago", "_model", b"_model", "_units_per_s", b"_units_per_s", "cached_vectors", b"cached_vectors", "chats", b"chats", "dim", b"dim", "eta_s", b"eta_s", "last_write_s_ago", b"last_write_s_ago", "model", b"model", "not_queued", b"not_queued", "since_start", b"since_start", "total_pending", b"total_pending", "units_per_s", b"units_per_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__dim: _TypeAlias = _typing.Literal["dim"]  # noqa: Y015
     _WhichOneofArgType__dim: _TypeAlias = _typing.Literal["_dim", b"_dim"]  # noqa: Y015
