@@ -119,12 +119,42 @@ def _reimport(settings: Any, env: dict[str, str], export: Path) -> dict[str, Any
     return reimport_figures(took, before, _embed_status(settings).get("since_start") or {})
 
 
+def _until_embedded(
+    settings: Any, started: float, progress: Callable[[str], None]
+) -> tuple[float, list[tuple[float, int, float | None]]]:
+    """Wait until the word indexes and then every unit are done; returns when the words were
+    ready and what ``embed status`` said every ``SAMPLE_S`` (``eta_checks``'s samples), both
+    in seconds since ``started``."""
+    from bench.pipeline import stage_done
+
+    words: float | None = None
+    samples: list[tuple[float, int, float | None]] = []
+    next_sample = 0.0
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        now = time.perf_counter() - started
+        if words is None and stage_done(settings, "lexical"):
+            words = now
+            progress(f"meaning: words ready after {now:.1f} s")
+        if now >= next_sample:
+            doc = _embed_status(settings)
+            eta = doc.get("eta_s")
+            samples.append((now, _embedded(doc), None if eta is None else float(eta)))
+            next_sample = now + SAMPLE_S
+        # Vector first: asked every half second for half an hour, unitize's status read cost
+        # it more CPU than the cut (54 s against about 3 in the 100k run).
+        if words is not None and stage_done(settings, "vector") and stage_done(settings, "unitize"):
+            return words, samples
+        time.sleep(POLL_S)
+    raise RuntimeError("the archive was not embedded in time")
+
+
 def meaning_section(messages: int, progress: Callable[[str], None]) -> dict[str, Any]:
     """A ``messages``-message archive imported on the default model, until it is searchable
     by meaning; then the cost of importing it again, as is and edited."""
     from bench.generate import generate
     from bench.models import EDIT_EVERY, _edited_copy  # noqa: PLC2701 - the same edit
-    from bench.pipeline import Stack, _cli_import, _count, stack_env, stage_done  # noqa: PLC2701
+    from bench.pipeline import Stack, _cli_import, _count, stack_env  # noqa: PLC2701
     from chatseek_core.settings import load_settings
 
     out: dict[str, Any] = {"model": BUNDLED, "messages_requested": messages}
@@ -155,29 +185,7 @@ def meaning_section(messages: int, progress: Callable[[str], None]) -> dict[str,
             took, _, stored = _cli_import(export, env)
             out["messages"] = stored
             out["import_s"] = round(took, 1)
-            words: float | None = None
-            samples: list[tuple[float, int, float | None]] = []
-            next_sample = 0.0
-            deadline = time.monotonic() + SETTLE_TIMEOUT_S
-            while time.monotonic() < deadline:
-                now = time.perf_counter() - started
-                if words is None and stage_done(settings, "lexical"):
-                    words = now
-                    progress(f"meaning: words ready after {now:.1f} s")
-                if now >= next_sample:
-                    doc = _embed_status(settings)
-                    eta = doc.get("eta_s")
-                    samples.append((now, _embedded(doc), None if eta is None else float(eta)))
-                    next_sample = now + SAMPLE_S
-                if (
-                    words is not None
-                    and stage_done(settings, "unitize")
-                    and stage_done(settings, "vector")
-                ):
-                    break
-                time.sleep(POLL_S)
-            else:
-                raise RuntimeError("the archive was not embedded in time")
+            words, samples = _until_embedded(settings, started, progress)
             finished = time.perf_counter() - started
             cpu = stack.cpu()
             out["cpu_s_to_searchable"] = {name: round(cpu[name], 1) for name in SERVICES}

@@ -90,11 +90,10 @@ class Rate:
 
     Each written batch counts the seconds since the previous write of the same sweep (or since
     the sweep began), so the time between passes is never counted as slowness. An embedder's
-    time follows the length of the texts, not their number: a queue that starts with long
-    channel posts and goes on with short chat windows, counted in units, promised twice the
-    time it took (``make bench-meaning``). So the ETA is the characters left at the recent
-    characters per second, where both are known, and the units left at units per second
-    otherwise.
+    time follows the length of the texts, not their number: a queue whose first units were
+    long and the next ones short, counted in units, promised about twice the time it took
+    (``make bench-meaning``). So the ETA is the characters left at the recent characters per
+    second, where both are known, and the units left at units per second otherwise.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
