@@ -71,7 +71,7 @@ bench: install ## Speed and memory benchmarks at the 100k scale (report under be
 bench-full: install ## Benchmarks at the 1M scale too
 	$(PY) -m bench.run --scale 1m
 
-bench-meaning: install ## A 100k archive on the default model until searchable by meaning (~15 min)
+bench-meaning: install ## A 100k archive on the default model until searchable by meaning (15-50 min)
 	$(PY) -m bench.run --only meaning --scale 100k
 
 eval: install ## Retrieval and reconstruction quality on ../shared/eval (report under eval/results)

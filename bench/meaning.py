@@ -1,9 +1,9 @@
 """How long a generated archive takes to become searchable by meaning, on the default model.
 
 ``make bench-meaning`` (``python -m bench.run --only meaning --scale 100k``). Not part of
-``make bench`` or ``make bench-full``: at 100k messages the default model alone needs about a
-quarter of an hour of this machine's two cores, which would push ``bench-full`` past its 45
-minutes. The section:
+``make bench`` or ``make bench-full``: at 100k messages the default model alone took 36
+minutes of two cores without bf16 (about a third of that where the CPU has it), which would push
+``bench-full`` past its 45 minutes. The section:
 
 * starts a private stack on the bundled multilingual model (every service but fusion, the
   real embed service, no reranker), and imports the bench's generated archive of ``--scale``
