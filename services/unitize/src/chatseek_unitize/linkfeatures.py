@@ -156,11 +156,6 @@ class StemTable:
         self._ids_at, self.ids = _held(ids, np.int32, "i")
         self._off_at, self.off = _held(off, np.int64, "q")
 
-    def of(self, k: int) -> tuple[str, ...]:
-        """Message ``k``'s stems, in the order they were listed."""
-        vocab, off = self.vocab, self._off_at
-        return tuple([vocab[x] for x in self._ids_at[off[k] : off[k + 1]]])
-
     def numbers(self, k: int) -> frozenset[int]:
         """Message ``k``'s stems as their numbers into ``vocab``."""
         off = self._off_at
@@ -757,7 +752,7 @@ class DynamicState:
         self.conv_authors: dict[int, set[int]] = {}
         # Stems as their numbers in the topic's vocabulary, weighed by ``weight``: a number
         # hashes and compares cheaper than a string, and a set of small numbers iterates in
-        # the same order in every process, so its overlap sums round the same way.
+        # an order its numbers fix, not the process's string hash seed.
         self.conv_stems: dict[int, set[int]] = {}
         self.weight = [t.informative[s] for s in t.stems.vocab]
         self.next_member = filled(n, "i", _NONE)
