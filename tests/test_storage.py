@@ -101,6 +101,21 @@ def _intact(data_dir: Path) -> None:
         assert result == ["ok"], (owner, result[:5])
 
 
+WRITERS = ("ingest", "unitize", "lexical", "vector")
+
+
+def _open_deps(stack: Stack, owner: str) -> subprocess.CompletedProcess[str]:
+    """What ``owner``'s start-up says, opening its stores as its process does."""
+    code = (
+        "from chatseek_core.settings import load_settings\n"
+        f"from chatseek_{owner} import server\n"
+        f"server.open_deps(load_settings({owner!r}))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], env=stack.env, capture_output=True, text=True, check=False
+    )
+
+
 def _on_volume(volume: Volume) -> Stack:
     stack = start_stack(volume.path.parent)
     assert stack.data_dir == volume.path
@@ -148,12 +163,19 @@ def test_a_read_only_data_directory_stops_the_stack_with_a_clear_error_and_chang
     volume.writable(False)
     try:
         refused = cli(stack.env, "stack", "up", check=False)
+        stack.down()
+        # Whichever service the stack hears from first, each writer says the same: one whose
+        # ``-wal`` and ``-shm`` files outlived the stop once opened and failed on an ATTACH.
+        opened = {owner: _open_deps(stack, owner) for owner in WRITERS}
     finally:
         stack.down()
         volume.writable(True)
     assert refused.returncode != 0
     assert "read-only" in refused.stderr, refused.stderr
     assert "make the data directory writable" in refused.stderr, refused.stderr
+    for owner, proc in opened.items():
+        assert proc.returncode != 0, owner
+        assert f"{volume.path} is read-only" in proc.stderr, (owner, proc.stderr[-800:])
 
     _intact(volume.path)
     stack.up()

@@ -140,7 +140,12 @@ def connect(
             )
         else:
             if target != ":memory:":
-                Path(target).parent.mkdir(parents=True, exist_ok=True)
+                folder = Path(target).parent
+                folder.mkdir(parents=True, exist_ok=True)
+                # SQLite would open the file and fail later, or never if its ``-wal`` and
+                # ``-shm`` files survived: a writer refuses a read-only directory up front.
+                if not os.access(folder, os.W_OK):
+                    raise _read_only(Path(target))
             conn = sqlean.connect(target, isolation_level=None, check_same_thread=check_same_thread)
     except sqlean.OperationalError as exc:
         raise StorageError(
@@ -169,19 +174,22 @@ def connect(
 
 def _unopenable(path: Path, exc: Exception) -> StorageError:
     """Why ``path`` could not be opened for writing, in words that say what to do."""
-    folder = path.parent
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        return StorageError(
-            f"the data directory {folder} is read-only: {path.name} cannot be written",
-            hint="make the data directory writable (mount it read-write or fix its"
-            " permissions) and start again; nothing in it was changed",
-        )
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return _read_only(path)
     mapped = storage_error(exc)
     if mapped is not None:
         return mapped
     return StorageError(
         f"cannot open database {path}: {exc}",
         hint="check that the data directory exists and is writable",
+    )
+
+
+def _read_only(path: Path) -> StorageError:
+    return StorageError(
+        f"the data directory {path.parent} is read-only: {path.name} cannot be written",
+        hint="make the data directory writable (mount it read-write or fix its"
+        " permissions) and start again; nothing in it was changed",
     )
 
 
@@ -353,6 +361,10 @@ def attach_readonly(conn: Connection, path: Path | str, alias: str) -> None:
 
     A missing file is attached as an empty in-memory schema-less database would be useless, so
     it is an error the caller should report as "producer not started yet".
+
+    Raises:
+        StorageError: the file does not exist yet, or cannot be opened (a read-only data
+            directory says so).
     """
     if not alias.isidentifier():
         raise ValueError(f"bad alias {alias!r}")
@@ -364,7 +376,12 @@ def attach_readonly(conn: Connection, path: Path | str, alias: str) -> None:
             f"database {path} does not exist yet",
             hint="start the service that owns it first (chatseek stack up)",
         )
-    conn.execute(f"ATTACH DATABASE ? AS {alias}", (f"file:{path}?mode=ro",))
+    try:
+        conn.execute(f"ATTACH DATABASE ? AS {alias}", (f"file:{path}?mode=ro",))
+    except sqlean.OperationalError as exc:
+        # Reading a WAL file writes its ``-shm`` beside it: a read-only data directory stops
+        # the ATTACH of a file whose ``-shm`` a clean stop removed.
+        raise _unopenable(Path(path), exc) from exc
 
 
 # --- migrations ---
