@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import re
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,7 +28,7 @@ from chatseek_testing.services import serving, temp_settings
 from chatseek_unitize.schema import MIGRATIONS as UNITIZE_MIGRATIONS
 from chatseek_vector import server as vector_server
 from chatseek_vector.index import apply_unit_feed, remove_unit, store_vectors, take_pending
-from chatseek_vector.spaces import current_space
+from chatseek_vector.spaces import PASSAGE_FORM, current_space
 
 TEXTS = {
     1: "[2024-05-01 10:00] Ann: how do I open a bank account without a residence permit",
@@ -144,21 +145,63 @@ async def test_identical_text_is_embedded_once(stack: tuple[Any, Path]) -> None:
     assert status["total_pending"] == 0
 
 
-async def test_a_different_model_refuses_dense_search_until_reembed(
-    stack: tuple[Any, Path],
+@pytest.mark.parametrize(
+    ("column", "says"),
+    [("model", r"from {} \("), ("revision", "from revision {} of")],
+    ids=["another model", "another passage form"],
+)
+async def test_vectors_of_another_space_refuse_dense_search_until_reembed(
+    stack: tuple[Any, Path], column: str, says: str
 ) -> None:
     stub, home = stack
     await _index(stub)
     conn = db.connect(home / "data" / "vector.db", vec=True)
+    space = current_space(conn)
+    assert space is not None and space.identity.revision.endswith(f"+{PASSAGE_FORM}")
+    # A model's own revision without the passage form: vectors an older chatseek stored.
+    stored = {
+        "model": "another-model",
+        "revision": space.identity.revision.removesuffix(f"+{PASSAGE_FORM}"),
+    }[column]
     with db.transaction(conn):
-        conn.execute("UPDATE spaces SET model = 'another-model'")
+        conn.execute(f"UPDATE spaces SET {column} = ?", (stored,))
     conn.close()
-    with pytest.raises(errors.EmbeddingSpaceMismatch):
+    with pytest.raises(errors.EmbeddingSpaceMismatch, match=says.format(re.escape(stored))) as got:
         await call(stub.Knn, pb.KnnRequest(query="bank", k=2))
-    report = await _index(stub, reembed=True)
-    assert report["remaining"] == 0
+    assert "--reembed" in got.value.hint
+    with pytest.raises(errors.EmbeddingSpaceMismatch):
+        await _index(stub)  # nothing is written into the stored space either
+    assert (await _index(stub, reembed=True))["remaining"] == 0
     reply = await call(stub.Knn, pb.KnnRequest(query="bank account", k=1))
     assert reply.neighbours[0].unit_id == 1
+
+
+QUOTING = "[2024-06-02 08:00] Eve: visas\n[2024-06-03 09:30] Fay: quoted [2024-01-01 00:00]"
+
+
+async def test_the_embedder_reads_each_units_lines_without_their_time_stamps(
+    tmp_path: Path,
+) -> None:
+    async with _embed_serving(tmp_path) as settings:
+        deps = vector_server.open_deps(settings)
+        recording = _CountingEmbed(deps.worker._embed)
+        deps.worker._embed = recording  # type: ignore[assignment]
+        async with serving(vector_server.create_server(settings, deps)) as addr:
+            await asyncio.wait_for(deps.worker.waiting.wait(), timeout=30)
+            async with grpc.aio.insecure_channel(addr) as channel:
+                stub = vector_service_pb2_grpc.VectorServiceStub(channel)
+                _write_units(settings.db_path("unitize"), {5: QUOTING})
+                assert (await _index(stub))["remaining"] == 0
+                reply = await call(stub.Knn, pb.KnnRequest(query="bank account", k=1))
+                assert reply.neighbours[0].unit_id == 1
+    assert recording.passages[0] == (
+        "Ann: how do I open a bank account without a residence permit\n2024 may май 1"
+    )
+    assert len(recording.passages) == len(TEXTS) + 1
+    # A stamp a message quotes is its text; only the stamp that starts a line is left out.
+    assert recording.passages[-1] == (
+        "Eve: visas\nFay: quoted [2024-01-01 00:00]\n2024 june июнь 2 3"
+    )
 
 
 async def test_a_deleted_unit_loses_its_vector_and_unshared_cache_entry(
@@ -280,10 +323,15 @@ class _CountingEmbed:
         self._stub = stub
         self.ListModels = stub.ListModels
         self.calls = 0
+        self.passages: list[str] = []
         self._fail = fail_first
 
     async def Embed(self, request: Any, **kwargs: Any) -> Any:  # noqa: N802 - the RPC's name
+        from chatseek.embed.v1 import embed_service_pb2
+
         self.calls += 1
+        if request.role == embed_service_pb2.ROLE_PASSAGE:
+            self.passages.extend(request.texts)
         if self._fail:
             self._fail = False
             raise errors.Unavailable("embed is restarting")

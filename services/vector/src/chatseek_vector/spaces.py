@@ -8,7 +8,8 @@ Invariants:
   date, kind and account as metadata) and ``vbit_<space_id>`` (the sign bits, for the quantised
   first pass), both keyed by unitize's ``unit_id``.
 * A model change refuses dense work with ``EmbeddingSpaceMismatch`` until a re-embed makes the
-  new model's space current.
+  new model's space current; so does a change of what the embedder reads of a unit
+  (``PASSAGE_FORM``, part of the space's revision).
 """
 
 from __future__ import annotations
@@ -17,17 +18,25 @@ from dataclasses import dataclass
 
 from chatseek_core.db import Connection
 from chatseek_core.errors import EmbeddingSpaceMismatch
+from chatseek_core.render import indexed_text
 
 __all__ = [
     "Identity",
+    "PASSAGE_FORM",
     "Space",
     "bit_table",
     "create_space",
     "current_space",
     "drop_space",
     "float_table",
+    "passage_text",
     "require_current",
+    "space_revision",
 ]
+
+PASSAGE_FORM = "unstamped"
+"""What the embedder reads of a unit (``passage_text``), named in the revision of every space
+whose vectors it made: vectors of texts given another way are never compared with them."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,22 @@ class Space:
 
     space_id: int
     identity: Identity
+
+
+def passage_text(text: str) -> str:
+    """What the embedder reads of a unit's rendered ``text``: its lines without their time
+    stamps, then its dates once as words (``render.indexed_text``, as the word indexes read it).
+
+    A ``[YYYY-MM-DD HH:MM]`` stamp on every line was a fifth of a unit's tokens, and an
+    embedder's time follows its tokens; the worded dates still carry the when.
+    """
+    return indexed_text(text)
+
+
+def space_revision(model_revision: str) -> str:
+    """The revision of the space an embedder of ``model_revision`` fills: the model's own and
+    ``PASSAGE_FORM``."""
+    return f"{model_revision}+{PASSAGE_FORM}"
 
 
 def float_table(space_id: int) -> str:
@@ -112,8 +137,9 @@ def require_current(conn: Connection, identity: Identity) -> Space:
     """The current space when it matches ``identity``.
 
     Raises:
-        EmbeddingSpaceMismatch: vectors were made by another model or dimension, or none exist
-            yet and the caller needs them (the hint says how to rebuild).
+        EmbeddingSpaceMismatch: vectors were made by another model, dimension or revision (a
+            model file, or ``PASSAGE_FORM``), or none exist yet and the caller needs them (the
+            hint says how to rebuild).
     """
     space = current_space(conn)
     if space is None:
@@ -122,11 +148,21 @@ def require_current(conn: Connection, identity: Identity) -> Space:
             hint="run `chatseek embed` to embed the archive",
             metadata={"model": identity.model},
         )
-    if space.identity != identity:
+    stored = space.identity
+    if stored != identity:
+        if (stored.model, stored.dim) == (identity.model, identity.dim):
+            # The same model: another file of it, or its texts given another way.
+            what = (
+                f"revision {stored.revision} of {stored.model}, the embedder is {identity.revision}"
+            )
+        else:
+            what = (
+                f"{stored.model} ({stored.dim}-d), the embedder is {identity.model}"
+                f" ({identity.dim}-d)"
+            )
         raise EmbeddingSpaceMismatch(
-            f"stored vectors come from {space.identity.model} ({space.identity.dim}-d), the "
-            f"embedder is {identity.model} ({identity.dim}-d)",
-            hint="run `chatseek embed --reembed` to rebuild the vectors with the new model",
-            metadata={"stored": space.identity.model, "embedder": identity.model},
+            f"stored vectors come from {what}",
+            hint="run `chatseek embed --reembed` to rebuild the vectors with the embedder",
+            metadata={"stored": stored.model, "embedder": identity.model},
         )
     return space

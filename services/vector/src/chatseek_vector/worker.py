@@ -249,7 +249,9 @@ class Worker:
         )
         model = reply.embedder
         return (
-            spaces.Identity(model.name, model.revision, model.dim, model.normalized),
+            spaces.Identity(
+                model.name, spaces.space_revision(model.revision), model.dim, model.normalized
+            ),
             model.device == "remote",
         )
 
@@ -417,7 +419,9 @@ class Worker:
             u.unit_id: np.frombuffer(u.cached, dtype="<f4") for u in batch if u.cached is not None
         }
         if fresh:
-            matrix = await self.embed_texts([u.text for u in fresh], embed_service_pb2.ROLE_PASSAGE)
+            matrix = await self.embed_texts(
+                [spaces.passage_text(u.text) for u in fresh], embed_service_pb2.ROLE_PASSAGE
+            )
             for unit, row in zip(fresh, matrix, strict=True):
                 vectors[unit.unit_id] = row
         return _Embedded([(u, vectors[u.unit_id]) for u in batch], len(fresh))
