@@ -1,7 +1,8 @@
 """Embedding throughput: the embed service over gRPC against direct sentence-transformers calls.
 
 The packaged all-MiniLM-L6-v2 (the only real model on the build machine) embeds a sample of
-unit-like texts (several generated messages rendered as unitize renders a window). The direct
+unit-like texts (several generated messages rendered as unitize renders a window, then given as
+the vector worker gives a unit to the embedder: ``spaces.passage_text``). The direct
 reference is ``SentenceTransformer.encode`` in this process, fp32 and bf16 (with the smallest
 cosine between the two); the service runs as a user runs it, ``python -m chatseek_embed`` in a
 process of its own, called over loopback gRPC in batches of 32 (the vector worker's batch), so
@@ -46,8 +47,10 @@ START_UNIX = 1_704_067_200
 
 
 def unit_texts(count: int, seed: int = 23) -> list[str]:
-    """Texts shaped like window units: ``[date] Name: message`` lines."""
+    """Texts shaped like window units (``[date] Name: message`` lines) as the embedder reads
+    them (``passage_text``: the lines without their stamps, the dates once as words)."""
     from bench.generate import NAMES, message_texts
+    from chatseek_vector.spaces import passage_text
 
     rng = random.Random(seed)
     lines = iter(message_texts(count * LINES_PER_UNIT[1], seed))
@@ -59,7 +62,7 @@ def unit_texts(count: int, seed: int = 23) -> list[str]:
             now += rng.randint(5, 600)
             stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(now))
             rows.append(f"[{stamp}] {rng.choice(NAMES)}: {next(lines)}")
-        out.append("\n".join(rows))
+        out.append(passage_text("\n".join(rows)))
     return out
 
 

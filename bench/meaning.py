@@ -2,8 +2,9 @@
 
 ``make bench-meaning`` (``python -m bench.run --only meaning --scale 100k``). Not part of
 ``make bench`` or ``make bench-full``: at 100k messages the default model alone took 36
-minutes of two cores without bf16 (about a third of that where the CPU has it), which would push
-``bench-full`` past its 45 minutes. The section:
+minutes of two cores without bf16 while units carried a time stamp on every line (about 30 since
+they do not; about a third of that where the CPU has bf16), which would push ``bench-full`` past
+its 45 minutes. The section:
 
 * starts a private stack on the bundled multilingual model (every service but fusion, the
   real embed service, no reranker), and imports the bench's generated archive of ``--scale``

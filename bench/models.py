@@ -62,8 +62,10 @@ def _flat(value: object) -> str:
 
 
 def russian_unit_texts(count: int) -> list[str]:
-    """Unit-like windows (``[date] Name: text`` lines) of the demo export's Russian messages,
-    cycled until there are ``count``."""
+    """Unit-like windows (``[date] Name: text`` lines) of the demo export's Russian messages as
+    the embedder reads them (``passage_text``), cycled until there are ``count``."""
+    from chatseek_vector.spaces import passage_text
+
     chats = json.loads(DEMO_EXPORT.read_text(encoding="utf-8"))["chats"]["list"]
     lines = []
     for chat in chats:
@@ -73,7 +75,8 @@ def russian_unit_texts(count: int) -> list[str]:
             if text and cyrillic > len(text) / 3:
                 lines.append(f"[{m['date'][:16].replace('T', ' ')}] {m.get('from', '')}: {text}")
     windows = [
-        "\n".join(lines[i : i + LINES_PER_UNIT]) for i in range(0, len(lines), LINES_PER_UNIT)
+        passage_text("\n".join(lines[i : i + LINES_PER_UNIT]))
+        for i in range(0, len(lines), LINES_PER_UNIT)
     ]
     return [windows[i % len(windows)] for i in range(count)]
 
