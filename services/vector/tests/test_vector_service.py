@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import re
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -146,27 +145,28 @@ async def test_identical_text_is_embedded_once(stack: tuple[Any, Path]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("column", "says"),
-    [("model", r"from {} \("), ("revision", "from revision {} of")],
-    ids=["another model", "another passage form"],
+    ("column", "stored", "says"),
+    [
+        ("model", "another-model", r"from another-model \("),
+        # The model's own revision alone: what a chatseek that embedded stamped units stored.
+        ("revision", "", "units as an older chatseek gave them; this one gives them unstamped"),
+        ("revision", "another-file", "from revision another-file of"),
+    ],
+    ids=["another model", "an older passage form", "another model file"],
 )
 async def test_vectors_of_another_space_refuse_dense_search_until_reembed(
-    stack: tuple[Any, Path], column: str, says: str
+    stack: tuple[Any, Path], column: str, stored: str, says: str
 ) -> None:
     stub, home = stack
     await _index(stub)
     conn = db.connect(home / "data" / "vector.db", vec=True)
     space = current_space(conn)
     assert space is not None and space.identity.revision.endswith(f"+{PASSAGE_FORM}")
-    # A model's own revision without the passage form: vectors an older chatseek stored.
-    stored = {
-        "model": "another-model",
-        "revision": space.identity.revision.removesuffix(f"+{PASSAGE_FORM}"),
-    }[column]
+    stored = stored or space.identity.revision.removesuffix(f"+{PASSAGE_FORM}")
     with db.transaction(conn):
         conn.execute(f"UPDATE spaces SET {column} = ?", (stored,))
     conn.close()
-    with pytest.raises(errors.EmbeddingSpaceMismatch, match=says.format(re.escape(stored))) as got:
+    with pytest.raises(errors.EmbeddingSpaceMismatch, match=says) as got:
         await call(stub.Knn, pb.KnnRequest(query="bank", k=2))
     assert "--reembed" in got.value.hint
     with pytest.raises(errors.EmbeddingSpaceMismatch):

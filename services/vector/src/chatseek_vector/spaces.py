@@ -150,15 +150,21 @@ def require_current(conn: Connection, identity: Identity) -> Space:
         )
     stored = space.identity
     if stored != identity:
-        if (stored.model, stored.dim) == (identity.model, identity.dim):
-            # The same model: another file of it, or its texts given another way.
-            what = (
-                f"revision {stored.revision} of {stored.model}, the embedder is {identity.revision}"
-            )
-        else:
+        model_revision = identity.revision.removesuffix(f"+{PASSAGE_FORM}")
+        if (stored.model, stored.dim) != (identity.model, identity.dim):
             what = (
                 f"{stored.model} ({stored.dim}-d), the embedder is {identity.model}"
                 f" ({identity.dim}-d)"
+            )
+        elif stored.revision.partition("+")[0] == model_revision:
+            # The same model file; an older chatseek gave it the units another way.
+            what = (
+                f"{stored.model} reading units as an older chatseek gave them; this one gives"
+                f" them {PASSAGE_FORM} (each line without its time stamp)"
+            )
+        else:
+            what = (
+                f"revision {stored.revision} of {stored.model}, the embedder is {identity.revision}"
             )
         raise EmbeddingSpaceMismatch(
             f"stored vectors come from {what}",
