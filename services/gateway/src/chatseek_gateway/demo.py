@@ -92,6 +92,24 @@ def _settle() -> None:
     raise SystemExit("demo: the indexes did not catch up in time; see `chatseek stack logs`")
 
 
+def _vectors_of_this_embedder() -> None:
+    """Embed what the import queued; a home whose vectors another model or an older chatseek
+    stored gets them rebuilt, so the demo shows meaning search, not a warning that it was
+    skipped (the demo's home holds only the sample export)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "chatseek_gateway.cli", "embed", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode == 0:
+        return
+    if "EMBEDDING_SPACE_MISMATCH" not in proc.stdout:
+        raise SystemExit(f"demo: chatseek embed failed:\n{proc.stderr.strip()}")
+    print(f"\n{proc.stderr.strip()}", flush=True)
+    _chatseek("embed", "--reembed")
+
+
 def stop_hint(env: Mapping[str, str]) -> str:
     """What the demo prints last: how to reach the stack it left running. ``make demo`` runs
     it under the repository's ``.chatseek``; a shell without that ``CHATSEEK_HOME`` would talk
@@ -114,6 +132,7 @@ def main() -> int:
     export = _export_dir()
     _chatseek("stack", "up")
     _chatseek("import", str(export))
+    _vectors_of_this_embedder()
     _settle()
     _chatseek("conversations", "build", "--all")
     _settle()  # the conversations' chunks are embedded too before anyone searches them
