@@ -234,7 +234,9 @@ async def _gather_lists(
             raise result
         out.ranked[name] = [(unit_id, score) for unit_id, score, _ in result]
     if isinstance(meaning, ChatseekError):
-        warnings.append(_warning("DENSE_UNAVAILABLE", f"meaning search skipped: {meaning.message}"))
+        # The hint says what to do (embed, re-embed after a model change or an upgrade).
+        said = f"{meaning.message}; {meaning.hint}" if meaning.hint else meaning.message
+        warnings.append(_warning("DENSE_UNAVAILABLE", f"meaning search skipped: {said}"))
     elif isinstance(meaning, BaseException):
         raise meaning
     elif isinstance(meaning, Neighbours):
