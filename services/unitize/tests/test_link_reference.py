@@ -274,8 +274,12 @@ class _Reference:
         for r in short:
             rows[r, n_static + 1 :] = plain.dynamic(i, cands[r], roots)
         raw += (np.maximum(rows[short] @ self.w1 + self.b1, 0.0) @ self.w2).tolist()
-        ex = np.exp(np.asarray(raw) - max(raw))
-        probs = ex / ex.sum()
+        # The candidates off the shortlist, scored without their dynamic part, count in the
+        # total and are never chosen.
+        off = [static[r] for r in range(len(cands)) if r not in short]
+        top_score = max(raw + off)
+        ex = np.exp(np.asarray(raw) - top_score)
+        probs = ex / (ex.sum() + np.exp(np.asarray(off) - top_score).sum())
         top = int(np.argmax(probs))
         confidence = round(float(probs[top]), 4)
         if top == 0:

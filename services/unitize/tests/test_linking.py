@@ -251,16 +251,22 @@ def test_training_rows_are_the_inputs_the_scorer_scores() -> None:
 
 
 def _forward(x: np.ndarray, mask: np.ndarray, i: int, cands: list[int]) -> np.ndarray:
-    """The shipped network written out plainly over all options, then cut to the shortlist."""
+    """The shipped network written out plainly over all options, then cut to the shortlist;
+    the candidates off it count in the total with their dynamic features zeroed."""
     doc = json.loads(WEIGHTS_PATH.read_text("utf-8"))["model"]
     w1, b1, w2 = (np.asarray(doc[k], dtype=np.float64) for k in ("w1", "b1", "w2"))
     raw = np.maximum(x @ w1 + b1, 0.0) @ w2
     raw[0] += doc.get("new_bias", 0.0)
+    static = x.astype(np.float64)
+    static[:, INPUT_FEATURES.index("is_new") + 1 :] = 0.0
+    off_scores = np.maximum(static @ w1 + b1, 0.0) @ w2
     keep = [0] + [1 + j - (i - WINDOW) for j in cands]
     assert mask[keep].all()
-    kept = raw[keep]
-    ex = np.exp(kept - kept.max())
-    return np.asarray(ex / ex.sum())
+    off = [k for k in np.flatnonzero(mask).tolist() if k not in keep]
+    kept, others = raw[keep], off_scores[off]
+    top = max(kept.max(), others.max(initial=-np.inf))
+    ex = np.exp(kept - top)
+    return np.asarray(ex / (ex.sum() + np.exp(others - top).sum()))
 
 
 # --- features mean the same in every language ---
