@@ -13,6 +13,7 @@ from chatseek_core.errors import InvalidValue
 from chatseek_unitize.linkfeatures import WINDOW, NameSlots, TopicInputs, _overlaps
 from chatseek_unitize.linking import (
     INPUT_FEATURES,
+    SHORTLIST,
     WEIGHTS_PATH,
     Choice,
     LearnedScorer,
@@ -246,8 +247,14 @@ def test_training_rows_are_the_inputs_the_scorer_scores() -> None:
 
     build_links(msgs, agent_answers={}, scorer=Probe())
     assert len(seen) == len(msgs)
-    for _cands, probs, expected in seen:
+    for i, (cands, probs, expected) in enumerate(seen):
         np.testing.assert_allclose(probs, expected, rtol=1e-4, atol=1e-6)
+        # Every earlier message is a candidate here; those off the shortlist keep a share.
+        assert len(cands) == min(i, SHORTLIST)
+        if i > SHORTLIST:
+            assert probs.sum() < 1.0 - 1e-9
+        else:
+            assert probs.sum() == pytest.approx(1.0)
 
 
 def _forward(x: np.ndarray, mask: np.ndarray, i: int, cands: list[int]) -> np.ndarray:

@@ -627,7 +627,8 @@ class LearnedScorer:
 
     def scores(self, ctx: ScoringContext, i: int) -> tuple[list[int], np.ndarray]:
         """The shortlisted candidates of message ``i`` (indices) and the probabilities of
-        "new" (first) and of each of them (what they leave is the candidates' off the list)."""
+        "new" (first) and of each of them; they fall short of 1 by the share of the
+        candidates off the list."""
         cands, raw, rest = self._raw(ctx, i)
         return cands, np.asarray(_softmax(raw, rest))
 
