@@ -12,6 +12,12 @@ from typing import Any
 
 import pytest
 
+from chatseek_unitize.linkahead import keep_grpc_out_of_forks
+
+# As the unitize service does before gRPC starts: tests build conversations in processes that
+# also serve gRPC, and a big build forks a child that uses none.
+keep_grpc_out_of_forks()
+
 ROOT = Path(__file__).resolve().parent
 EVAL_DIR = ROOT.parent / "shared" / "eval"
 

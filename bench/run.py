@@ -41,8 +41,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.measure import cpu_count, settle
-from bench.report import OPT_IN_SECTIONS, SECTIONS
+from chatseek_unitize.linkahead import keep_grpc_out_of_forks
+
+# As the unitize service does before gRPC is imported: the conversation build measured here, in
+# this process, forks a child that uses no gRPC.
+keep_grpc_out_of_forks()
+
+from bench.measure import cpu_count, settle  # noqa: E402
+from bench.report import OPT_IN_SECTIONS, SECTIONS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

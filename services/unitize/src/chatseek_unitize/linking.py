@@ -33,7 +33,9 @@ from threadpoolctl import ThreadpoolController
 
 from chatseek_core.errors import InvalidValue
 from chatseek_core.text import normalise, normalised_words, stem
+from chatseek_unitize import linkahead
 from chatseek_unitize.cutting import chrono_key, is_unit_member, same_album
+from chatseek_unitize.linkahead import StaticArrays
 from chatseek_unitize.linkfeatures import (
     DYNAMIC_FEATURES,
     MESSAGE_FEATURES,
@@ -505,7 +507,7 @@ class LearnedScorer:
         InvalidValue: weights in another format, for other features, or of the wrong shape.
     """
 
-    def __init__(self, weights: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, weights: Mapping[str, Any] | None = None, *, ahead: bool = True) -> None:
         doc = weights if weights is not None else json.loads(WEIGHTS_PATH.read_text("utf-8"))
         if doc.get("format") != WEIGHTS_FORMAT:
             raise InvalidValue("link weights are in an unknown format.")
@@ -531,11 +533,41 @@ class LearnedScorer:
         self._static: _Static | None = None
         self._buffers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._hidden = np.empty((SHORTLIST, len(b1)), dtype=np.float32)
+        self.ahead = ahead and linkahead.available()
+        self._ahead: linkahead.Ahead | None = None
 
     def prepare(self, ctx: ScoringContext) -> None:
-        """Compute the topic's arrays; decisions are read back from ``ctx`` as they come."""
+        """Compute the topic's arrays; decisions are read back from ``ctx`` as they come.
+
+        A topic of at least ``AHEAD_MIN_SCORED`` scored messages has its static blocks
+        computed ahead by a child process (``linkahead``); ``close`` ends it.
+        """
+        self.close()
         self.inputs = TopicInputs(ctx.columns(), ctx.idf)
         self._static = None
+        scored = ctx.scored
+        if self.ahead and sum(scored) >= linkahead.AHEAD_MIN_SCORED:
+            n = self.inputs.arrays.n
+
+            def rows(lo: int) -> list[int]:  # the messages ``_block`` will ask about
+                return [r for r in range(lo, min(lo + SCORE_BLOCK, n)) if scored[r]]
+
+            blocks = [lo for lo in range(0, n, SCORE_BLOCK) if rows(lo)]
+            try:
+                self._ahead = linkahead.Ahead(
+                    blocks,
+                    lambda lo: self._compute(lo, rows(lo)),
+                    min(SHORTLIST, WINDOW),
+                    len(self.b1),
+                )
+            except OSError as exc:  # no process to spare: the blocks are computed here
+                log.warning("conversation build runs in one process: %s", exc)
+
+    def close(self) -> None:
+        """End the child computing this topic's blocks ahead, if there is one."""
+        if self._ahead is not None:
+            self._ahead.close()
+            self._ahead = None
 
     def _block(self, ctx: ScoringContext, i: int) -> _Static:
         """The static part of the block of ``SCORE_BLOCK`` messages holding ``i``, for the
@@ -544,15 +576,34 @@ class LearnedScorer:
         st = self._static
         if st is not None and st.lo <= i < st.lo + len(st.at) and st.at[i - st.lo] >= 0:
             return st
-        t = self.inputs.arrays
         lo = i - i % SCORE_BLOCK
-        hi = min(lo + SCORE_BLOCK, t.n)
+        hi = min(lo + SCORE_BLOCK, self.inputs.arrays.n)
         scored = ctx.scored
         picked = [r for r in range(lo, hi) if scored[r] or r == i]
-        rows = None if len(picked) == hi - lo else np.asarray(picked, dtype=np.int64)
+        a = self._ahead.take(lo, picked) if self._ahead is not None else None
+        if a is None:
+            a = self._compute(lo, picked)
         at = [-1] * (hi - lo)
         for k, r in enumerate(picked):
             at[r - lo] = k
+        short = a.top.tolist()
+        # Only the first ``keep`` messages of a topic have fewer candidates than that.
+        for row, r in enumerate(picked):
+            if r >= a.top.shape[1]:
+                break
+            del short[row][int(a.lens[row]) :]
+        rest = a.rest.tolist()
+        st = _Static(lo, at, a.new.tolist(), short, a.short_pre, rest)
+        self._static = st
+        return st
+
+    def _compute(self, lo: int, picked: Sequence[int]) -> StaticArrays:
+        """Block ``lo``'s static arrays for its messages ``picked`` (also run ahead in a
+        child process: see ``linkahead``)."""
+        assert self.inputs is not None
+        t = self.inputs.arrays
+        hi = min(lo + SCORE_BLOCK, t.n)
+        rows = None if len(picked) == hi - lo else np.asarray(picked, dtype=np.int64)
         n, hidden = len(picked), len(self.b1)
         if self._buffers is None:
             self._buffers = (
@@ -577,21 +628,17 @@ class LearnedScorer:
         keep = min(SHORTLIST, WINDOW)
         top = np.argpartition(-static, keep - 1, axis=1)[:, :keep]
         rest = _rest(static, top)
+        lens = np.full(n, keep, dtype=np.int64)
         # Only the first ``keep`` messages of a topic have fewer candidates than that: their
         # real ones go first (in partition order), and only those are listed.
-        short_rows = [k for k, r in enumerate(picked) if r < keep]
-        for row in short_rows:
-            cols = top[row]
-            real = valid[row, cols]
-            top[row] = np.concatenate((cols[real], cols[~real]))
-        short = top.tolist()
-        for row in short_rows:
-            del short[row][int(valid[row].sum()) :]
+        for row in [k for k, r in enumerate(picked) if r < keep]:
+            cols_row = top[row]
+            real = valid[row, cols_row]
+            top[row] = np.concatenate((cols_row[real], cols_row[~real]))
+            lens[row] = int(valid[row].sum())
         short_pre = pre[np.arange(n)[:, None], top]
-        new = (np.maximum(shared + self.w_new, 0.0) @ self.w2).tolist()
-        st = _Static(lo, at, new, short, short_pre, rest)
-        self._static = st
-        return st
+        new = np.maximum(shared + self.w_new, 0.0) @ self.w2
+        return StaticArrays(lo, np.asarray(picked, dtype=np.int64), new, top, lens, short_pre, rest)
 
     def _raw(self, ctx: ScoringContext, i: int) -> tuple[list[int], list[float], float | None]:
         """Message ``i``'s shortlisted candidates (indices), the raw scores of "new" (first)
@@ -666,7 +713,7 @@ class _Static:
     rest: list[float]  # per message: log-sum-exp of the static scores off the shortlist, or NaN
 
 
-def _rest(static: np.ndarray, top: np.ndarray) -> list[float]:
+def _rest(static: np.ndarray, top: np.ndarray) -> np.ndarray:
     """Per row of ``static`` (-inf: no candidate), the log of the summed exponentials of the
     scores whose columns ``top`` does not list; NaN for a row with no such score."""
     off = static.astype(np.float64)
@@ -676,8 +723,7 @@ def _rest(static: np.ndarray, top: np.ndarray) -> list[float]:
     base = np.where(some, peak, 0.0)
     summed = np.exp(off - base[:, None]).sum(axis=1)
     with np.errstate(divide="ignore"):
-        out = np.where(some, base + np.log(summed), np.nan)
-    return out.tolist()  # type: ignore[no-any-return]
+        return np.where(some, base + np.log(summed), np.nan)
 
 
 def _softmax(raw: Sequence[float], rest: float | None = None) -> list[float]:
@@ -736,15 +782,19 @@ def build_links(
         for ctx in contexts:
             ctx.keep_stems(kept)
         links: list[tuple[tuple[int, int], Link]] = []
-        for ctx in contexts:
-            ctx.idf = idf
-            fixed = [_by_precedence(ctx, i, m, answers) for i, m in enumerate(ctx.msgs)]
-            ctx.scored = [link is None for link in fixed]
-            scorer.prepare(ctx)
-            for i, m in enumerate(ctx.msgs):
-                link = fixed[i] or _scored(ctx, i, m, scorer)
-                ctx.commit(i, None if link.parent_id is None else ctx.index[link.parent_id])
-                links.append((chrono_key(m), link))
+        try:
+            for ctx in contexts:
+                ctx.idf = idf
+                fixed = [_by_precedence(ctx, i, m, answers) for i, m in enumerate(ctx.msgs)]
+                ctx.scored = [link is None for link in fixed]
+                scorer.prepare(ctx)
+                for i, m in enumerate(ctx.msgs):
+                    link = fixed[i] or _scored(ctx, i, m, scorer)
+                    ctx.commit(i, None if link.parent_id is None else ctx.index[link.parent_id])
+                    links.append((chrono_key(m), link))
+        finally:
+            if isinstance(scorer, LearnedScorer):
+                scorer.close()
         links.sort(key=lambda kv: kv[0])
     log.debug("built %d links over %d topics", len(links), len(contexts))
     return [link for _, link in links]

@@ -494,8 +494,11 @@ def stream_links(
         for t in topics.values():
             t.cut_stems(keep, renumber, kept_words)
         out.expect(sum(map(len, topics.values())))
-        for key in list(topics):
-            _link_topic(topics.pop(key), idf_kept, answers, scorer, out)
+        try:
+            for key in list(topics):
+                _link_topic(topics.pop(key), idf_kept, answers, scorer, out)
+        finally:
+            scorer.close()
 
 
 def link_chat(
