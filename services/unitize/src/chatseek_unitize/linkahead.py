@@ -1,7 +1,7 @@
 """The learned scorer's static blocks, computed ahead in a forked process.
 
-A conversation build decides its messages one after another, and a little under half of the
-learned scorer's work needs no decision: the first layer over every candidate of a block of
+A conversation build decides its messages one after another, and about a quarter of a build
+needs no decision: the learned scorer's first layer over every candidate of a block of
 messages and the shortlist it gives (``LearnedScorer``'s static part). A thread cannot take
 that work off the deciding one (its numpy calls are too small to run without the
 interpreter lock), so a big topic forks a child that computes every static block of the
@@ -10,9 +10,10 @@ everything the parent had at the fork (the topic's arrays, which messages are sc
 weights), computes exactly what the parent would (the same code over the same arrays), and
 touches nothing shared: it reads the arrays, writes the pipe and exits.
 
-The pipe holds a few blocks, so the child runs at most that far ahead and its memory stays a
-block's. Anything unexpected (a block the child did not make, a short read, a child that
-died) and the parent computes the block itself: the child only ever saves time.
+The pipe and the child's write buffer hold a few blocks (2 MiB), so the child runs at most that
+far ahead and its own memory stays a few blocks'. Anything unexpected (a block the child did
+not make, a short read, a child that died) and the parent computes the block itself: the
+child only ever saves time.
 
 Only where ``os.fork`` is safe to use from a process with threads in this way: on Linux, and
 where gRPC is not loaded or has its fork support off. gRPC's fork support (on by default in
