@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.measure import ratio, timed
+from bench.measure import cpu_seconds, ratio, timed
 
 __all__ = ["APPENDS", "INCREMENTAL_CHAT", "units_section"]
 
@@ -149,11 +149,6 @@ def _one_chat(
     }
 
 
-def _cpu_with_children() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
 def _conversations(msgs: list[Any]) -> dict[str, Any]:
     """Linking and grouping one chat with the shipped model, against the rule scorer.
 
@@ -168,9 +163,9 @@ def _conversations(msgs: list[Any]) -> dict[str, Any]:
 
         # The child that computes the learned scorer's static blocks ahead counts too (it is
         # reaped when the build ends).
-        cpu = _cpu_with_children()
+        cpu = cpu_seconds(os.getpid())
         wall, (links, groups) = timed(build)
-        return wall, _cpu_with_children() - cpu, links, groups
+        return wall, cpu_seconds(os.getpid()) - cpu, links, groups
 
     wall, cpu, links, groups = run(LearnedScorer())
     rules_wall, _, _, _ = run(RuleScorer())
