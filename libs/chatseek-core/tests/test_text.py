@@ -7,7 +7,13 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatseek_core.text import normalise, normalise_by_definition, normalised_words, words
+from chatseek_core.text import (
+    folded_for_words,
+    normalise,
+    normalise_by_definition,
+    normalised_words,
+    words,
+)
 
 _TRICKY = list(
     "абвгдеёжзийклмнЁЙЖ ABCxyz019_-.,!?\t\n\r\x0b\x0c\x1c\x85\u00a0\u2028\u3000"
@@ -42,3 +48,17 @@ def test_normalise_equals_the_definition_on_every_canonical_composition() -> Non
 @given(st.one_of(st.text(), st.text(alphabet=st.sampled_from(_TRICKY))))
 def test_the_words_of_normalised_text_are_the_words_of_the_text(text: str) -> None:
     assert normalised_words(normalise(text)) == words(text)
+
+
+def test_text_folded_for_words_keeps_its_whitespace() -> None:
+    assert folded_for_words(" Ёлка\tи  ЙОГУРТ\n") == " елка\tи  иогурт\n"
+    assert folded_for_words("Plain  ASCII\t") == "plain  ascii\t"
+    assert folded_for_words("Café  ﬁle") == "cafe file"  # the definition's path folds it all
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(), st.text(alphabet=st.sampled_from(_TRICKY))))
+def test_text_folded_for_words_is_the_normalised_text_but_for_whitespace(text: str) -> None:
+    folded = folded_for_words(text)
+    assert " ".join(folded.split()) == normalise_by_definition(text)
+    assert normalised_words(folded) == normalised_words(normalise_by_definition(text))

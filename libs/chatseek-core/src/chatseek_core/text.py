@@ -25,6 +25,7 @@ import Stemmer
 __all__ = [
     "NORMALISER_VERSION",
     "analyse",
+    "folded_for_words",
     "normalise",
     "normalise_by_definition",
     "normalised_words",
@@ -100,23 +101,32 @@ _SAFE_RE = _safe_class()
 
 def normalise(text: str) -> str:
     """``normalise_by_definition(text)``, several times faster on most chat text."""
-    if not text.isascii():
-        for accented, plain in _CYRILLIC_FOLDS:
-            if accented in text:
-                text = text.replace(accented, plain)
-        if _SAFE_RE.fullmatch(text) is None:
-            return normalise_by_definition(text)
-    # NFKD, mark removal and NFC are the identity on safe text; split() folds as \s+ does.
-    return " ".join(text.lower().split())
+    # split() folds as \s+ does; folded_for_words leaves runs of whitespace as they are.
+    return " ".join(folded_for_words(text).split())
+
+
+def folded_for_words(text: str) -> str:
+    """``normalise(text)`` but for its whitespace, which may stay unfolded: it holds the same
+    words (``normalised_words``), and is cheaper where only the words are read."""
+    if text.isascii():
+        return text.lower()
+    for accented, plain in _CYRILLIC_FOLDS:
+        if accented in text:
+            text = text.replace(accented, plain)
+    if _SAFE_RE.fullmatch(text) is None:
+        return normalise_by_definition(text)
+    # NFKD, mark removal and NFC are the identity on safe text.
+    return text.lower()
 
 
 def words(text: str) -> list[str]:
     """The normalised word tokens of ``text``, in order: the tokens the word index holds."""
-    return _WORD_RE.findall(normalise(text))
+    return _WORD_RE.findall(folded_for_words(text))
 
 
 def normalised_words(norm: str) -> list[str]:
-    """``words(text)`` given ``norm = normalise(text)``: for callers that need both."""
+    """``words(text)`` given ``norm = normalise(text)`` (or ``folded_for_words(text)``): for
+    callers that need both."""
     return _WORD_RE.findall(norm)
 
 

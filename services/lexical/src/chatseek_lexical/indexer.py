@@ -26,7 +26,7 @@ import sqlean
 from chatseek_core import db
 from chatseek_core.feed import cursor, head, set_cursor
 from chatseek_core.render import indexed_text
-from chatseek_core.text import NORMALISER_VERSION, normalise, stem
+from chatseek_core.text import NORMALISER_VERSION, folded_for_words, stem
 from chatseek_lexical.schema import MIGRATIONS, OWNER
 
 __all__ = [
@@ -131,11 +131,11 @@ def index_columns(text: str) -> tuple[str, str]:
     """The ``(raw, stem)`` FTS columns of ``text``: its words and their stems, space-joined.
 
     Equal to ``(" ".join(words(text)), analyse(text))``, only faster: one normalisation and a
-    dict stem cache. No token holds whitespace, so ASCII text is only lower-cased, not also
-    whitespace-folded; and without an underscore, ``\\w+`` cuts the same tokens as
+    dict stem cache. No token holds whitespace, so the text is folded but its whitespace not
+    (``folded_for_words``); and without an underscore, ``\\w+`` cuts the same tokens as
     ``[^\\W_]+``, a little faster. Property tests pin the equality.
     """
-    norm = text.lower() if text.isascii() else normalise(text)
+    norm = folded_for_words(text)
     tokens = (_WORD_RE if "_" in norm else _WORD_NO_UNDERSCORE_RE).findall(norm)
     return " ".join(tokens), " ".join(map(_stem_of, tokens))
 

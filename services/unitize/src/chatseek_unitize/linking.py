@@ -32,7 +32,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from chatseek_core.errors import InvalidValue
-from chatseek_core.text import normalise, normalised_words, stem
+from chatseek_core.text import folded_for_words, normalise, normalised_words, stem
 from chatseek_unitize import linkahead
 from chatseek_unitize.cutting import chrono_key, is_unit_member, same_album
 from chatseek_unitize.linkahead import StaticArrays
@@ -224,7 +224,8 @@ def analyse_message(m: Msg, author: int | str, known: frozenset[str]) -> _Info:
     text = m.text
     if m.media_text:
         text = f"{text} {m.media_text}" if text else m.media_text
-    norm = normalise(text)
+    # Split on whitespace, which is all normalise would fold further.
+    norm = folded_for_words(text)
     raw = norm.split()
     tokens: set[str] = set()
     stem_set: set[str] = set()
