@@ -91,3 +91,43 @@ async def test_a_call_cancelled_while_running_counts_until_its_thread_returns() 
     assert not await aio.quiesce(0.05)
     release.set()
     assert await aio.quiesce(2.0)
+
+
+@pytest.mark.parametrize("turns", [0, 1, 2, 3, 4])
+async def test_a_loop_cancelled_just_as_it_is_nudged_stops(turns: int) -> None:
+    """Cancelling the loop while a nudge is on its way to it ends it, whatever turn of the
+    event loop the cancel lands on (``asyncio.wait_for`` of Python 3.11 returned the wake-up
+    instead, and the loop, and a service's shutdown awaiting it, went on for ever)."""
+    loop = FeedLoop("t", lambda: 0, poll_interval_s=30.0)
+    task = asyncio.create_task(loop.run())
+    await asyncio.wait_for(loop.idle.wait(), timeout=5)
+    loop.nudge()
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=5)
+    assert task in done, f"the loop went on after its cancel ({turns} turns after the nudge)"
+    assert task.cancelled()
+
+
+async def test_woken_says_whether_the_event_came_before_the_timeout() -> None:
+    event = asyncio.Event()
+    assert await aio.woken(event, 0.01) is False
+    asyncio.get_running_loop().call_later(0.01, event.set)
+    assert await aio.woken(event, 5.0) is True
+    assert await aio.woken(event, 5.0) is True  # already set
+
+
+@pytest.mark.parametrize("turns", [0, 1, 2, 3])
+async def test_a_cancel_landing_as_the_event_is_set_reaches_the_waiter(turns: int) -> None:
+    event = asyncio.Event()
+    waiting = asyncio.create_task(aio.woken(event, 30.0))
+    await asyncio.sleep(0)
+    event.set()
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    if waiting.cancel():  # not done yet: the cancel must reach it, not the wake-up
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+    else:
+        assert waiting.result() is True

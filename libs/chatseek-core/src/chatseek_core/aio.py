@@ -27,6 +27,7 @@ __all__ = [
     "run_in",
     "stream_progress",
     "to_thread",
+    "woken",
 ]
 
 P = ParamSpec("P")
@@ -96,6 +97,21 @@ async def run_in(
     except asyncio.CancelledError:
         counted.abandon()
         raise
+
+
+async def woken(event: asyncio.Event, timeout_s: float) -> bool:
+    """Wait until ``event`` is set or ``timeout_s`` has passed; True when it was set.
+
+    A cancel always reaches the caller, even one that lands just as ``event`` is set: Python
+    3.11's ``asyncio.wait_for`` returned the wake-up then, and a loop built on it (a service's
+    feed loop) went on after its cancel, so the service's shutdown waited for it for ever.
+    """
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        done, _ = await asyncio.wait({waiter}, timeout=timeout_s)
+    finally:
+        waiter.cancel()
+    return bool(done)
 
 
 def in_flight() -> int:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import grpc
 
 from chatseek_core import memory
-from chatseek_core.aio import run_in
+from chatseek_core.aio import run_in, woken
 from chatseek_core.client import aio_channel
 from chatseek_core.errors import ChatseekError
 
@@ -108,10 +108,7 @@ class FeedLoop:
                 if asyncio.iscoroutine(result):
                     await result
             self.idle.set()
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self._poll)
-            except TimeoutError:
-                pass
+            await woken(self._wake, self._poll)
 
 
 class Notifiable(Protocol):

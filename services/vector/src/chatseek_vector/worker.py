@@ -26,7 +26,7 @@ import numpy as np
 
 from chatseek.embed.v1 import embed_service_pb2, embed_service_pb2_grpc
 from chatseek_core import db
-from chatseek_core.aio import run_in
+from chatseek_core.aio import run_in, woken
 from chatseek_core.client import call
 from chatseek_core.errors import ChatseekError, ConfirmationRequired
 from chatseek_vector import index, spaces
@@ -462,7 +462,4 @@ class Worker:
                 log.exception("embedding pass failed")
                 await asyncio.sleep(ERROR_BACKOFF_S)
             self.waiting.set()
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self._poll)
-            except TimeoutError:
-                pass
+            await woken(self._wake, self._poll)
