@@ -12,8 +12,10 @@ References measured in the same run, on the same files: the import against inges
 export reader alone (parse, no store); unitize against ``apply_ingest_feed`` cutting the same
 ingest.db in this process; the word index against the lexical indexer run in this process and
 against a plain FTS5 (unicode61) table built in memory over the same message texts (SQLite's
-floor); the vector stage against the fake embedder called in-process on the same unit texts. Peak
-RSS is each process's ``VmHWM``; the import's is read before any other service starts.
+floor), and beside the floor of the index as designed (``index_floor``: FTS5 inserting the
+indexer's own rows, and the analyser cutting them, each timed alone); the vector stage
+against the fake embedder called in-process on the same unit texts. Peak RSS is each
+process's ``VmHWM``; the import's is read before any other service starts.
 """
 
 from __future__ import annotations
@@ -27,12 +29,22 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.measure import ChildPeaks, cpu_seconds, peak_rss_mib, ratio, timed
+from bench.measure import ChildPeaks, cpu_count, cpu_seconds, peak_rss_mib, ratio, timed
 
-__all__ = ["SCALES", "Stack", "pipeline_section", "stack_env", "stage_done", "words_end_to_end"]
+__all__ = [
+    "SCALES",
+    "IndexFloor",
+    "Stack",
+    "index_floor",
+    "pipeline_section",
+    "stack_env",
+    "stage_done",
+    "words_end_to_end",
+]
 
 SCALES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
 STAGE_TIMEOUT_S = 6 * 3600.0
@@ -267,6 +279,78 @@ def _fts_reference(ingest_db: Path) -> tuple[float, int]:
     return took, len(texts)
 
 
+@dataclass(frozen=True, slots=True)
+class IndexFloor:
+    """What the word index's own rows cost, apart from everything around them.
+
+    Attributes:
+        fts5_s: FTS5 inserting every row the lexical indexer writes (messages, units and
+            chunks, both columns), the rows analysed beforehand, into lexical.db's own tables
+            in memory, a transaction per indexer batch.
+        analysis_s: the shared analyser cutting and stemming those rows' texts.
+        messages: messages indexed.
+    """
+
+    fts5_s: float
+    analysis_s: float
+    messages: int
+
+
+def index_floor(ingest_db: Path, unitize_db: Path, *, into: Path | str = ":memory:") -> IndexFloor:
+    """The floor of the word index as designed: its FTS5 inserts and its analysis, each timed
+    alone over the same files, in bounded memory (a batch at a time). No fetch, content hash,
+    bookkeeping or feed is counted, so the lexical stage can only be slower.
+
+    Args:
+        ingest_db, unitize_db: the producers' files the lexical stage indexed.
+        into: where the rows go: lexical.db's tables in memory unless a file is named (a
+            test reads that back to check the rows are the indexer's own).
+    """
+    from chatseek_core import db
+    from chatseek_lexical import indexer
+    from chatseek_lexical.schema import MIGRATIONS, OWNER
+
+    mem = db.connect(into)
+    db.migrate(mem, OWNER, MIGRATIONS)
+    fts5_s = analysis_s = 0.0
+
+    def insert(table: str, rows: list[tuple[int, str, str]]) -> None:
+        nonlocal fts5_s
+        started = time.perf_counter()
+        with db.transaction(mem):
+            mem.executemany(f"INSERT INTO {table} (rowid, raw, stem) VALUES (?, ?, ?)", rows)
+        fts5_s += time.perf_counter() - started
+
+    messages = 0
+    src = db.connect(ingest_db, readonly=True)
+    cursor = src.execute(
+        "SELECT m.mid, m.text, md.file_name, md.extracted_text"
+        " FROM messages m LEFT JOIN media md ON md.mid = m.mid ORDER BY m.mid"
+    )
+    while batch := cursor.fetchmany(indexer.DEFAULT_BATCH):
+        contents = [(mid, indexer.message_content(t, f, x)) for mid, t, f, x in batch]
+        started = time.perf_counter()
+        rows = [(mid, *indexer.index_columns(content)) for mid, content in contents]
+        analysis_s += time.perf_counter() - started
+        insert("msg_fts", rows)
+        messages += len(rows)
+    src.close()
+    src = db.connect(unitize_db, readonly=True)
+    cursor = src.execute("SELECT unit_id, kind, text FROM units ORDER BY unit_id")
+    while unit_batch := cursor.fetchmany(indexer.UNIT_BATCH_MAX):
+        started = time.perf_counter()
+        by_table: dict[str, list[tuple[int, str, str]]] = {"unit_fts": [], "chunk_fts": []}
+        for unit_id, kind, text in unit_batch:
+            table = "chunk_fts" if kind == indexer.CHUNK_KIND else "unit_fts"
+            by_table[table].append((unit_id, *indexer.unit_columns(text)))
+        analysis_s += time.perf_counter() - started
+        for table, rows in by_table.items():
+            insert(table, rows)
+    src.close()
+    mem.close()
+    return IndexFloor(fts5_s=fts5_s, analysis_s=analysis_s, messages=messages)
+
+
 def _fake_embed_reference(unitize_db: Path) -> tuple[float, int]:
     from chatseek_core import db
     from chatseek_core.fakes import MAX_TEXTS, FakeEmbedder
@@ -309,7 +393,7 @@ def pipeline_section(scale: str, progress: Callable[[str], None]) -> dict[str, A
     from chatseek_core.settings import load_settings
 
     n = SCALES[scale]
-    out: dict[str, Any] = {"messages_requested": n}
+    out: dict[str, Any] = {"messages_requested": n, "cpus": cpu_count()}
     with tempfile.TemporaryDirectory(prefix="chatseek-bench-") as tmp:
         home = Path(tmp) / "home"
         export = Path(tmp) / "export"
@@ -371,6 +455,18 @@ def pipeline_section(scale: str, progress: Callable[[str], None]) -> dict[str, A
             out["lexical"]["reference_plain_fts5_s"] = round(fts_s, 2)
             out["lexical"]["reference_plain_fts5_msgs_per_s"] = round(fts_n / fts_s)
             out["lexical"]["over_plain_fts5"] = ratio(out["lexical"]["seconds"], fts_s, 2)
+            floor = index_floor(data / "ingest.db", data / "unitize.db")
+            out["lexical"]["floor"] = {
+                "fts5_s": round(floor.fts5_s, 2),
+                "analysis_s": round(floor.analysis_s, 2),
+                "fts5_msgs_per_s": round(floor.messages / floor.fts5_s),
+                "fts5_over_plain_fts5": ratio(floor.fts5_s, fts_s, 2),
+                "with_analysis_msgs_per_s": round(
+                    floor.messages / (floor.fts5_s + floor.analysis_s)
+                ),
+                "with_analysis_over_plain_fts5": ratio(floor.fts5_s + floor.analysis_s, fts_s, 2),
+            }
+            progress(f"pipeline {scale}: the word index's floor {out['lexical']['floor']}")
             embedded = _count(data / "vector.db", "SELECT COUNT(*) FROM embedded_units")
             fake_s, fake_n = _fake_embed_reference(data / "unitize.db")
             out["vector"].update(

@@ -37,11 +37,14 @@ __all__ = [
     "INGEST_SCHEMA",
     "IndexCounts",
     "UNITIZE_SCHEMA",
+    "UNIT_BATCH_MAX",
     "apply_feeds",
     "connect_index",
     "drop_chat",
     "index_columns",
+    "message_content",
     "rebuild",
+    "unit_columns",
 ]
 
 log = logging.getLogger(__name__)
@@ -140,7 +143,15 @@ def index_columns(text: str) -> tuple[str, str]:
     return " ".join(tokens), " ".join(map(_stem_of, tokens))
 
 
-def _message_text(text: str | None, file_name: str | None, extracted: str | None) -> str:
+def unit_columns(text: str) -> tuple[str, str]:
+    """The ``(raw, stem)`` FTS columns of a unit's or chunk's rendered ``text``: its lines
+    without their time stamps, then their dates as words (``render.indexed_text``)."""
+    return index_columns(indexed_text(text))
+
+
+def message_content(text: str | None, file_name: str | None, extracted: str | None) -> str:
+    """What a message's FTS row indexes: its text, its file's name, and text read out of the
+    file, one per line."""
     if not file_name and not extracted:
         return text or ""
     return "\n".join(part for part in (text, file_name, extracted) if part)
@@ -282,7 +293,7 @@ def _apply_message_events(conn: db.Connection, schema: str, after: int, last: in
     fts_rows: list[tuple[int, str, str]] = []
     book_rows: list[tuple[int, str, int, int, str]] = []
     for mid, account, chat_id, msg_id, text, file_name, extracted in current:
-        content = _message_text(text, file_name, extracted)
+        content = message_content(text, file_name, extracted)
         digest = _content_hash(content)
         if old_hash.get(mid) == digest:
             keep.add(mid)
@@ -404,7 +415,7 @@ def _write_units(
 ) -> tuple[int, int]:
     by_table: dict[str, list[tuple[int, str, str]]] = {"unit_fts": [], "chunk_fts": []}
     for unit_id, _account, _chat_id, kind, text, _digest in sorted(rows):
-        raw, stemmed = index_columns(indexed_text(text))
+        raw, stemmed = unit_columns(text)
         by_table[_fts_table(kind)].append((unit_id, raw, stemmed))
     for table, fts_rows in by_table.items():
         conn.executemany(
@@ -454,7 +465,7 @@ def rebuild(conn: db.Connection, *, fetch: int = REBUILD_FETCH) -> IndexCounts:
             fts_rows: list[tuple[int, str, str]] = []
             book_rows: list[tuple[int, str, int, int, str]] = []
             for mid, account, chat_id, msg_id, text, file_name, extracted in chunk:
-                content = _message_text(text, file_name, extracted)
+                content = message_content(text, file_name, extracted)
                 raw, stemmed = index_columns(content)
                 fts_rows.append((mid, raw, stemmed))
                 book_rows.append((mid, account, chat_id, msg_id, _content_hash(content)))
