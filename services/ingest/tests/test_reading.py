@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Generator
 from pathlib import Path
 
 import pytest
 from helpers_reading import ACCOUNT, MANY, children, import_once, rows, write_export
 
+from chatseek_core import pipes
 from chatseek_core.errors import MalformedExport
 from chatseek_ingest import reading
 from chatseek_ingest.export import open_export
@@ -111,6 +113,42 @@ def test_closing_the_records_early_stops_the_reader_process(tmp_path: Path) -> N
     assert started
     records.close()
     assert not set(children()) & started
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pipe sizes are Linux's")
+def test_the_reader_process_writes_into_a_pipe_with_room_for_several_batches(
+    tmp_path: Path,
+) -> None:
+    export = write_export(tmp_path / "many.json", MANY)
+    before = set(children())
+    records = reading.read_prepared(open_export(export), process=True)
+    next(records)
+    (reader,) = set(children()) - before
+    ours = {os.readlink(link) for link in Path("/proc/self/fd").iterdir() if _exists(link)}
+    shared = [
+        link
+        for link in Path(f"/proc/{reader}/fd").iterdir()
+        if _exists(link) and os.readlink(link).startswith("pipe:") and os.readlink(link) in ours
+    ]
+    # Each pipe between the two (the records', and stderr where it is a pipe), opened again
+    # through the reader's end: the same pipe, so the same room.
+    rooms = []
+    try:
+        for link in shared:
+            fd = os.open(link, os.O_WRONLY | os.O_NONBLOCK)
+            rooms.append(pipes.capacity(fd))
+            os.close(fd)
+    finally:
+        records.close()
+    assert pipes.PIPE_BYTES in rooms
+
+
+def _exists(link: Path) -> bool:
+    try:
+        os.readlink(link)
+    except FileNotFoundError:  # an fd closed while the folder was read
+        return False
+    return True
 
 
 def test_the_size_of_the_export_picks_where_it_is_read(

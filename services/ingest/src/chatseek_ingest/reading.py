@@ -15,8 +15,9 @@ Invariants:
 * The reader process only reads the export; the importing process does every write. Should the
   reader die, the import stops with ``ReaderFailed``: what is committed stays, and importing
   the export again completes it.
-* Memory stays bounded: the reader blocks while the pipe is full, and the pipe is drained into
-  at most ``IN_FLIGHT`` lists. Closing the iterator early stops the reader.
+* Memory stays bounded: the reader blocks while the pipe (``pipes.PIPE_BYTES`` where the OS
+  allows it) is full, and the pipe is drained into at most ``IN_FLIGHT`` lists. Closing the
+  iterator early stops the reader.
 * An export still arriving (``ExportSource.growth``) is read as it comes: a thread tells the
   reader process on its stdin how many bytes have arrived (``<size>`` lines, then ``end
   <size>``). Should the upload stop first, the reader's stdin closes without an end, it exits,
@@ -40,6 +41,7 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import IO, Any
 
+from chatseek_core import pipes
 from chatseek_core.errors import MalformedExport, StorageError
 from chatseek_ingest import store
 from chatseek_ingest.export import ExportSource, iter_export
@@ -140,6 +142,10 @@ def _from_process(source: ExportSource) -> Generator[Record, None, None]:
         stdout=subprocess.PIPE,
     )
     assert proc.stdout is not None
+    # Room for a few frames: with the default 64 KiB the reader waited on every frame for this
+    # process's pipe thread, itself waiting for the interpreter lock between the writes
+    # (a 1M-message export imported in 21.5 s instead of 24.5).
+    pipes.widen(proc.stdout.fileno())
     log.info("reading %s in reader process %d", source.label or source.json_path, proc.pid)
     if source.growth is not None:
         assert proc.stdin is not None

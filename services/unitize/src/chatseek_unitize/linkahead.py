@@ -35,6 +35,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from chatseek_core import pipes
+
 __all__ = [
     "AHEAD_MIN_SCORED",
     "GRPC_FORK_ENV",
@@ -47,8 +49,6 @@ __all__ = [
 AHEAD_MIN_SCORED = 4096
 """A topic forks a child only with at least this many scored messages (a fork of a big
 process costs milliseconds; a small topic decides in less)."""
-_PIPE_BYTES = 1 << 20
-_F_SETPIPE_SZ = 1031  # Linux's fcntl code for a pipe's capacity
 _HEADER = struct.Struct("<qq")
 GRPC_FORK_ENV = "GRPC_ENABLE_FORK_SUPPORT"
 _OFF = frozenset({"0", "false", "no", "off"})
@@ -105,10 +105,7 @@ class Ahead:
         self.keep, self.hidden = keep, hidden
         self._pending: StaticArrays | None = None
         read, write = os.pipe()
-        with contextlib.suppress(OSError, ImportError):
-            import fcntl
-
-            fcntl.fcntl(write, _F_SETPIPE_SZ, _PIPE_BYTES)
+        pipes.widen(write)
         try:
             pid = os.fork()
         except OSError:
@@ -126,7 +123,7 @@ class Ahead:
                 os._exit(code)
         os.close(write)
         self.pid = pid
-        self._file: BinaryIO | None = os.fdopen(read, "rb", buffering=_PIPE_BYTES)
+        self._file: BinaryIO | None = os.fdopen(read, "rb", buffering=pipes.PIPE_BYTES)
         self._finalizer = weakref.finalize(self, _reap, self._file, pid)
 
     def take(self, lo: int, picked: Sequence[int]) -> StaticArrays | None:
@@ -185,7 +182,7 @@ class Ahead:
 
 
 def _serve(fd: int, blocks: Sequence[int], compute: Callable[[int], StaticArrays]) -> None:
-    with os.fdopen(fd, "wb", buffering=_PIPE_BYTES) as out:
+    with os.fdopen(fd, "wb", buffering=pipes.PIPE_BYTES) as out:
         for lo in blocks:
             a = compute(lo)
             out.write(_HEADER.pack(a.lo, len(a.picked)))
