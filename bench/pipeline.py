@@ -343,8 +343,7 @@ def index_floor(ingest_db: Path, unitize_db: Path, *, into: Path | str = ":memor
         started = time.perf_counter()
         by_table: dict[str, list[tuple[int, str, str]]] = {"unit_fts": [], "chunk_fts": []}
         for unit_id, kind, text in unit_batch:
-            table = "chunk_fts" if kind == indexer.CHUNK_KIND else "unit_fts"
-            by_table[table].append((unit_id, *indexer.unit_columns(text)))
+            by_table[indexer.fts_table(kind)].append((unit_id, *indexer.unit_columns(text)))
         analysis_s += time.perf_counter() - started
         for table, rows in by_table.items():
             insert(table, rows)

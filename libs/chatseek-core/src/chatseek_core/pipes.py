@@ -9,6 +9,8 @@ default) a frame goes in at once and the helper goes on with the next.
 
 from __future__ import annotations
 
+import sys
+
 __all__ = ["PIPE_BYTES", "capacity", "widen"]
 
 PIPE_BYTES = 1 << 20
@@ -41,12 +43,11 @@ def capacity(fd: int) -> int | None:
 
 
 def _fcntl(fd: int, code: int, arg: int) -> int | None:
+    if not sys.platform.startswith("linux"):
+        return None
     try:
         import fcntl
-        import sys
 
-        if not sys.platform.startswith("linux"):
-            return None
         return int(fcntl.fcntl(fd, code, arg))
     except (ImportError, OSError):
         return None

@@ -41,6 +41,7 @@ __all__ = [
     "apply_feeds",
     "connect_index",
     "drop_chat",
+    "fts_table",
     "index_columns",
     "message_content",
     "rebuild",
@@ -165,7 +166,8 @@ def _unit_hash(content_hash: str) -> str:
     return f"{NORMALISER_VERSION}:{content_hash}"
 
 
-def _fts_table(kind: str) -> str:
+def fts_table(kind: str) -> str:
+    """The FTS table that holds a unit of ``kind``: conversation chunks apart from the rest."""
     return "chunk_fts" if kind == CHUNK_KIND else "unit_fts"
 
 
@@ -390,11 +392,11 @@ def _apply_unit_events(conn: db.Connection, schema: str, after: int, last: int) 
             keep.add(unit_id)
             continue
         rows.append((unit_id, account, chat_id, kind, text, digest))
-    rewritten = {(row[0], _fts_table(row[3])) for row in rows}
+    rewritten = {(row[0], fts_table(row[3])) for row in rows}
     gone = [
         (unit_id, kind)
         for unit_id, (kind, _) in sorted(old.items())
-        if unit_id not in keep and (unit_id, _fts_table(kind)) not in rewritten
+        if unit_id not in keep and (unit_id, fts_table(kind)) not in rewritten
     ]
     _delete_units(conn, gone)
     _write_units(conn, rows)
@@ -404,7 +406,7 @@ def _apply_unit_events(conn: db.Connection, schema: str, after: int, last: int) 
 def _delete_units(conn: db.Connection, gone: Iterable[tuple[int, str]]) -> None:
     by_table: dict[str, list[tuple[int]]] = {"unit_fts": [], "chunk_fts": []}
     for unit_id, kind in sorted(gone):
-        by_table[_fts_table(kind)].append((unit_id,))
+        by_table[fts_table(kind)].append((unit_id,))
     for table, ids in by_table.items():
         conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", ids)
         conn.executemany("DELETE FROM indexed_units WHERE unit_id = ?", ids)
@@ -416,7 +418,7 @@ def _write_units(
     by_table: dict[str, list[tuple[int, str, str]]] = {"unit_fts": [], "chunk_fts": []}
     for unit_id, _account, _chat_id, kind, text, _digest in sorted(rows):
         raw, stemmed = unit_columns(text)
-        by_table[_fts_table(kind)].append((unit_id, raw, stemmed))
+        by_table[fts_table(kind)].append((unit_id, raw, stemmed))
     for table, fts_rows in by_table.items():
         conn.executemany(
             f"INSERT OR REPLACE INTO {table} (rowid, raw, stem) VALUES (?, ?, ?)", fts_rows
